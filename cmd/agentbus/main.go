@@ -1,0 +1,55 @@
+// Command agentbus is the control plane for AI agent sessions: one binary
+// whose subcommands run the whole stack (up) or each component alone.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand of the agentbus binary.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{
+	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
+}
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		usage()
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "agentbus: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		slog.Error("agentbus "+os.Args[1]+" failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: agentbus <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
+	}
+}
