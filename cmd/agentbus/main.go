@@ -20,6 +20,7 @@ type command struct {
 
 var commands = map[string]command{
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
+	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
 }
 
 func main() {

@@ -1,0 +1,166 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers of a dead-lettered message, besides the original's own headers.
+const (
+	// HeaderError carries the handler's last error.
+	HeaderError = "Agents-Error"
+	// HeaderOriginalSubject carries the subject the message was published on.
+	HeaderOriginalSubject = "Agents-Original-Subject"
+	// HeaderOriginalStream carries the stream the message came from.
+	HeaderOriginalStream = "Agents-Original-Stream"
+	// HeaderOriginalSequence carries the message's sequence in that stream.
+	HeaderOriginalSequence = "Agents-Original-Sequence"
+	// HeaderOriginalMsgID carries the message's Nats-Msg-Id.
+	HeaderOriginalMsgID = "Agents-Original-Msg-Id"
+	// HeaderConsumer carries the consumer that gave up on the message.
+	HeaderConsumer = "Agents-Consumer"
+	// HeaderDeliveries carries how many times the message was delivered.
+	HeaderDeliveries = "Agents-Deliveries"
+)
+
+// maxErrorHeader bounds the Agents-Error header, which holds any error text.
+const maxErrorHeader = 1024
+
+// handle runs the handler on m and settles it: ack, nak with backoff, or
+// dead letter.
+func (r *runner) handle(base context.Context, m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		// Not a JetStream delivery; nothing to settle it with.
+		r.logger.Error("message without metadata", "subject", m.Subject(), "err", err)
+		return
+	}
+	p := r.policy.Load()
+	log := r.logger.With("subject", m.Subject(), "seq", md.Sequence.Stream, "delivery", md.NumDelivered)
+
+	// Deliveries beyond the handler attempts happen only when the handler
+	// never returned (the process died on the message): do not try again.
+	if int(md.NumDelivered) > p.attempts {
+		r.deadLetter(m, md, p, fmt.Errorf("bus: no handler result after %d deliveries", md.NumDelivered-1), log)
+		return
+	}
+
+	err = r.runHandler(base, m, md, p)
+	switch {
+	case err == nil:
+		if err := m.Ack(); err != nil {
+			log.Warn("ack failed; the message will be redelivered", "err", err)
+		}
+	case IsPermanent(err) || int(md.NumDelivered) >= p.attempts:
+		r.deadLetter(m, md, p, err, log)
+	default:
+		delay := p.delay(md.NumDelivered)
+		log.Warn("handler failed, redelivering", "err", err, "retry_in", delay)
+		if err := m.NakWithDelay(delay); err != nil {
+			log.Warn("nak failed; the message will be redelivered after its ack wait", "err", err)
+		}
+	}
+}
+
+// runHandler calls the handler, reporting progress to the server while it
+// runs and turning a panic into an error.
+func (r *runner) runHandler(base context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, p *policy) (err error) {
+	ctx := base
+	if tp := m.Headers().Get(HeaderTraceparent); tp != "" {
+		ctx = WithTraceparent(ctx, tp)
+	}
+
+	// Three progress reports per ack deadline leave room for one to be late.
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(max(p.ackDeadline(md.NumDelivered)/3, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := m.InProgress(); err != nil {
+					r.logger.Debug("progress report failed", "subject", m.Subject(), "err", err)
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(done)
+		// The message is settled only after the last progress report, which
+		// would otherwise race with the ack.
+		<-stopped
+	}()
+
+	defer func() {
+		if v := recover(); v != nil {
+			r.logger.Error("handler panicked", "subject", m.Subject(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("bus: handler panicked: %v", v)
+		}
+	}()
+	return r.cfg.Handler(ctx, m)
+}
+
+// deadLetter publishes a copy of m to agents.dlq.<consumer> and terminates
+// m. When the copy cannot be stored, m is redelivered instead: nothing is
+// dropped.
+func (r *runner) deadLetter(m jetstream.Msg, md *jetstream.MsgMetadata, p *policy, cause error, log *slog.Logger) {
+	dl := nats.NewMsg(DLQSubject(r.cfg.Consumer))
+	dl.Data = m.Data()
+	for k, v := range m.Headers() {
+		// Nats-* headers steer JetStream (ids, expectations, batches); the
+		// copy must not inherit them.
+		if !strings.HasPrefix(strings.ToLower(k), "nats-") {
+			dl.Header[k] = v
+		}
+	}
+	// Several consumers may dead-letter the same message: the copy's id is
+	// per consumer, and the same for every attempt of this one.
+	dl.Header.Set(HeaderMsgID, r.cfg.Consumer+":"+md.Stream+":"+strconv.FormatUint(md.Sequence.Stream, 10))
+	if id := m.Headers().Get(HeaderMsgID); id != "" {
+		dl.Header.Set(HeaderOriginalMsgID, id)
+	}
+	dl.Header.Set(HeaderError, headerValue(cause.Error()))
+	dl.Header.Set(HeaderOriginalSubject, m.Subject())
+	dl.Header.Set(HeaderOriginalStream, md.Stream)
+	dl.Header.Set(HeaderOriginalSequence, strconv.FormatUint(md.Sequence.Stream, 10))
+	dl.Header.Set(HeaderConsumer, r.cfg.Consumer)
+	dl.Header.Set(HeaderDeliveries, strconv.FormatUint(md.NumDelivered, 10))
+
+	ctx, cancel := context.WithTimeout(context.Background(), r.js.Options().DefaultTimeout)
+	defer cancel()
+	if _, err := r.js.PublishMsg(ctx, dl); err != nil {
+		delay := p.delay(md.NumDelivered)
+		log.Error("dead letter not stored, redelivering", "dlq", dl.Subject, "cause", cause, "err", err, "retry_in", delay)
+		if err := m.NakWithDelay(delay); err != nil {
+			log.Warn("nak failed; the message will be redelivered after its ack wait", "err", err)
+		}
+		return
+	}
+	if err := m.TermWithReason(headerValue(cause.Error())); err != nil {
+		// The copy is stored; a redelivery dead-letters it again under the
+		// same id, which the DLQ stream drops as a duplicate.
+		log.Warn("term failed", "err", err)
+	}
+	log.Warn("message dead-lettered", "dlq", dl.Subject, "err", cause)
+}
+
+// headerValue makes s a single-line header value of bounded length.
+func headerValue(s string) string {
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	if len(s) > maxErrorHeader {
+		s = strings.ToValidUTF8(s[:maxErrorHeader], "")
+	}
+	return s
+}

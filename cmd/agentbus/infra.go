@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/health"
+	"github.com/agentbus/agentbus/internal/localserver"
+)
+
+// infra holds the connections every component needs, and whatever private
+// servers were started to provide them.
+type infra struct {
+	Pool  *pgxpool.Pool
+	Redis *redis.Client
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	// DatabaseURL and RedisURL are handed on to child processes.
+	DatabaseURL string
+	RedisURL    string
+	NATSURL     string
+
+	stops []func()
+}
+
+// Close closes the connections and stops the private servers, newest first.
+func (in *infra) Close() {
+	for i := len(in.stops) - 1; i >= 0; i-- {
+		in.stops[i]()
+	}
+}
+
+func (in *infra) onClose(f func()) { in.stops = append(in.stops, f) }
+
+// Checks returns the readiness checks of the connections that are open.
+func (in *infra) Checks() *health.Checks {
+	var checks health.Checks
+	if in.Pool != nil {
+		checks.Add("postgres", in.Pool.Ping)
+	}
+	if in.Redis != nil {
+		checks.Add("redis", func(ctx context.Context) error { return in.Redis.Ping(ctx).Err() })
+	}
+	if in.NC != nil {
+		checks.Add("nats", func(ctx context.Context) error {
+			if !in.NC.IsConnected() {
+				return errors.New("not connected")
+			}
+			_, err := in.JS.AccountInfo(ctx)
+			return err
+		})
+	}
+	return &checks
+}
+
+// connectPostgres opens a pool on url.
+func (in *infra) connectPostgres(ctx context.Context, url string) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return fmt.Errorf("postgres: %w", err)
+	}
+	in.Pool, in.DatabaseURL = pool, url
+	in.onClose(pool.Close)
+	return nil
+}
+
+// connectRedis opens a client on url.
+func (in *infra) connectRedis(ctx context.Context, url string) error {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	client := redis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return fmt.Errorf("redis: %w", err)
+	}
+	in.Redis, in.RedisURL = client, url
+	in.onClose(func() { _ = client.Close() })
+	return nil
+}
+
+// connectNATS connects to url and provisions the streams and consumers.
+func (in *infra) connectNATS(ctx context.Context, url string, replicas int) error {
+	nc, js, err := bus.Connect(ctx, url, nats.Name("agentbus"))
+	if err != nil {
+		return err
+	}
+	in.NC, in.JS, in.NATSURL = nc, js, url
+	in.onClose(func() { _ = nc.Drain() })
+	return bus.ProvisionWith(ctx, js, bus.ProvisionOptions{Replicas: replicas})
+}
+
+// startPrivatePostgres runs Postgres from the machine's binaries under dir
+// and returns the URL of its agentbus database.
+func (in *infra) startPrivatePostgres(ctx context.Context, dir string, port int) (string, error) {
+	logFile, err := openLog(dir, "postgres.log")
+	if err != nil {
+		return "", err
+	}
+	pg, err := localserver.StartPostgres(ctx, localserver.PostgresConfig{
+		Dir: filepath.Join(dir, "postgres"), Port: port, Durable: true, Log: logFile})
+	if err != nil {
+		return "", err
+	}
+	in.onClose(pg.Stop)
+	if err := pg.CreateDatabase(ctx, "agentbus"); err != nil {
+		return "", err
+	}
+	slog.Info("private postgres started", "component", "up", "url", pg.URL("agentbus"))
+	return pg.URL("agentbus"), nil
+}
+
+// startPrivateRedis runs redis-server under dir with its append-only file.
+func (in *infra) startPrivateRedis(ctx context.Context, dir string, port int) (string, error) {
+	logFile, err := openLog(dir, "redis.log")
+	if err != nil {
+		return "", err
+	}
+	r, err := localserver.StartRedis(ctx, localserver.RedisConfig{
+		Dir: filepath.Join(dir, "redis"), Port: port, Durable: true, Log: logFile})
+	if err != nil {
+		return "", err
+	}
+	in.onClose(r.Stop)
+	slog.Info("private redis started", "component", "up", "url", r.URL())
+	return r.URL(), nil
+}
+
+// startEmbeddedNATS runs nats-server in this process with its store under dir.
+func (in *infra) startEmbeddedNATS(dir string, port, httpPort int) (string, error) {
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
+		StoreDir: filepath.Join(dir, "nats"), Port: port, HTTPPort: httpPort,
+		Logger: slog.Default(),
+	})
+	if err != nil {
+		return "", err
+	}
+	in.onClose(func() { shutdownNATS(srv) })
+	slog.Info("embedded nats started", "component", "up", "url", srv.ClientURL())
+	return srv.ClientURL(), nil
+}
+
+func shutdownNATS(srv *server.Server) {
+	srv.Shutdown()
+	done := make(chan struct{})
+	go func() { srv.WaitForShutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func openLog(dir, name string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "log"), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(filepath.Join(dir, "log", name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+}

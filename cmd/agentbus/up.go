@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+// upConfig is what `agentbus up` is told by flags and environment.
+type upConfig struct {
+	dataDir     string
+	httpAddr    string
+	natsURL     string
+	natsPort    int
+	natsHTTP    int
+	databaseURL string
+	redisURL    string
+	pgPort      int
+	redisPort   int
+}
+
+func runUp(ctx context.Context, args []string) error {
+	var cfg upConfig
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	fs.StringVar(&cfg.dataDir, "data-dir", envOr("AGENTBUS_DATA_DIR", ".agentbus"), "where embedded NATS, Postgres and Redis keep their data")
+	fs.StringVar(&cfg.httpAddr, "http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address (API, /healthz, /readyz)")
+	fs.StringVar(&cfg.natsURL, "nats-url", os.Getenv("NATS_URL"), "use this NATS server instead of the embedded one")
+	fs.IntVar(&cfg.natsPort, "nats-port", 4222, "client port of the embedded NATS server (loopback)")
+	fs.IntVar(&cfg.natsHTTP, "nats-monitor-port", 8222, "monitoring port of the embedded NATS server (loopback)")
+	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "use this Postgres instead of a private one")
+	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("REDIS_URL"), "use this Redis instead of a private one")
+	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
+	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
+	_ = fs.Parse(args)
+
+	dataDir, err := filepath.Abs(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	in := &infra{}
+	defer in.Close()
+	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	in.Checks().Register(mux)
+	srv := &http.Server{Addr: cfg.httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	components := []component{
+		{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }},
+		{"outbox", (&postgres.OutboxPublisher{Pool: in.Pool, JS: in.JS}).Run},
+	}
+	slog.Info("agentbus is up", "component", "up",
+		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
+	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  API and health: http://%s/readyz\n  NATS:           %s   (nats --server %s stream ls)\n  stop with Ctrl-C\n\n",
+		cfg.httpAddr, in.NATSURL, in.NATSURL)
+	return runComponents(ctx, components)
+}
+
+// startInfra connects to, or starts, NATS, Postgres and Redis, and brings
+// the schema and the streams up to date.
+func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) error {
+	natsURL := cfg.natsURL
+	if natsURL == "" {
+		var err error
+		if natsURL, err = in.startEmbeddedNATS(dataDir, cfg.natsPort, cfg.natsHTTP); err != nil {
+			return err
+		}
+	}
+	if err := in.connectNATS(ctx, natsURL, replicasFromEnv()); err != nil {
+		return err
+	}
+	dbURL := cfg.databaseURL
+	if dbURL == "" {
+		var err error
+		if dbURL, err = in.startPrivatePostgres(ctx, dataDir, cfg.pgPort); err != nil {
+			return err
+		}
+	}
+	version, err := migrations.Apply(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	slog.Info("database migrated", "component", "up", "version", version)
+	if err := in.connectPostgres(ctx, dbURL); err != nil {
+		return err
+	}
+	redisURL := cfg.redisURL
+	if redisURL == "" {
+		if redisURL, err = in.startPrivateRedis(ctx, dataDir, cfg.redisPort); err != nil {
+			return err
+		}
+	}
+	return in.connectRedis(ctx, redisURL)
+}
+
+// component is one long-running part of the process.
+type component struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// runComponents runs every component until ctx ends or one of them fails,
+// then stops the others and waits for them.
+func runComponents(ctx context.Context, components []component) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(components))
+	for _, c := range components {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.run(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("%s: %w", c.name, err)
+			}
+			cancel()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(collect(errs)...)
+}
+
+func collect(errs <-chan error) []error {
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}
+
+// serveHTTP serves until ctx ends, then shuts the server down gracefully.
+func serveHTTP(ctx context.Context, srv *http.Server) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// replicasFromEnv reads NATS_REPLICAS: 3 on the compose cluster, else the
+// files' own setting.
+func replicasFromEnv() int {
+	n, _ := strconv.Atoi(os.Getenv("NATS_REPLICAS"))
+	return n
+}

@@ -1,0 +1,59 @@
+package agentbus_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// longRunning lists every long-running agentbus component: each needs its
+// own service in compose.yaml.
+var longRunning = []string{"relay"}
+
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{"compose.yaml"}, cli.WithWorkingDirectory("."), cli.WithName("agentbus"))
+	require.NoError(t, err)
+	project, err := opts.LoadProject(context.Background())
+	require.NoError(t, err, "compose.yaml must load as docker compose loads it")
+	return project
+}
+
+func TestComposeHasEveryComponent(t *testing.T) {
+	project := loadCompose(t)
+	for _, name := range longRunning {
+		t.Run(name, func(t *testing.T) {
+			svc, ok := project.Services[name]
+			require.True(t, ok, "service %s missing", name)
+			require.NotNil(t, svc.HealthCheck, "service %s has no health check", name)
+			assert.NotEmpty(t, svc.HealthCheck.Test)
+			require.NotNil(t, svc.Build, "service %s must build from the Dockerfile", name)
+			for _, dep := range []string{"nats-1", "nats-2", "nats-3", "postgres", "redis", "migrate"} {
+				assert.Contains(t, svc.DependsOn, dep, "service %s must wait for %s", name, dep)
+			}
+			assert.Equal(t, name, svc.Command[0], "service %s runs the agentbus subcommand of its name", name)
+		})
+	}
+}
+
+func TestComposeRunsAThreeNodeNatsCluster(t *testing.T) {
+	project := loadCompose(t)
+	for _, name := range []string{"nats-1", "nats-2", "nats-3"} {
+		svc, ok := project.Services[name]
+		require.True(t, ok, "service %s missing", name)
+		require.NotNil(t, svc.HealthCheck, "%s has no health check", name)
+		require.Len(t, svc.Volumes, 2, "%s mounts its config and its JetStream store", name)
+		assert.FileExists(t, svc.Volumes[0].Source)
+	}
+	for _, name := range []string{"redis", "postgres"} {
+		svc, ok := project.Services[name]
+		require.True(t, ok, "service %s missing", name)
+		assert.NotNil(t, svc.HealthCheck, "%s has no health check", name)
+	}
+	assert.Contains(t, project.Services["redis"].Command, "--appendonly")
+	assert.Equal(t, "3", *project.Services["relay"].Environment["NATS_REPLICAS"])
+}

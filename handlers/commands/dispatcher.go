@@ -1,0 +1,178 @@
+// Package commands is the commands worker: it consumes AGENTS_COMMANDS and
+// runs one small handler per command (load, call the domain, save), exactly
+// once per command id, and answers each command with its result.
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+// Consumer is the durable consumer of the commands worker. Renaming it
+// makes JetStream treat the worker as new: keep it stable.
+const Consumer = "commands"
+
+// Handler runs one command inside tx and returns a summary of the new
+// state. A refusal by the domain is returned as an error that Classify
+// recognises; postgres.ErrVersionConflict makes the dispatcher retry; any
+// other error is treated as transient and the message is redelivered.
+type Handler func(ctx context.Context, tx pgx.Tx, cmd command.Command) (state any, err error)
+
+// Dispatcher routes each command to its handler.
+type Dispatcher struct {
+	pool     *pgxpool.Pool
+	nc       *nats.Conn
+	classify func(error) *command.Error
+	handlers map[string]Handler
+	log      *slog.Logger
+}
+
+// NewDispatcher returns a dispatcher that stores its effects in pool,
+// answers over nc, and turns domain errors into results with classify
+// (which returns nil for errors that are not the domain's).
+func NewDispatcher(pool *pgxpool.Pool, nc *nats.Conn, classify func(error) *command.Error) *Dispatcher {
+	return &Dispatcher{pool: pool, nc: nc, classify: classify, handlers: map[string]Handler{},
+		log: slog.Default().With("component", "commands")}
+}
+
+// Register adds the handler of one command.
+func (d *Dispatcher) Register(aggregate, name string, h Handler) {
+	d.handlers[aggregate+"."+name] = h
+}
+
+// Names returns the registered commands as aggregate.name.
+func (d *Dispatcher) Names() []string {
+	names := make([]string, 0, len(d.handlers))
+	for n := range d.handlers {
+		names = append(names, n)
+	}
+	return names
+}
+
+// maxConflictRetries bounds how often one delivery retries a version
+// conflict before leaving it to redelivery.
+const maxConflictRetries = 20
+
+// Handle processes one message of AGENTS_COMMANDS. It returns nil once the
+// command has a result (success or refusal), so the message is acked.
+func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
+	var cmd command.Command
+	if err := json.Unmarshal(msg.Data(), &cmd); err != nil {
+		return bus.Permanent(fmt.Errorf("malformed command on %s: %w", msg.Subject(), err))
+	}
+	result, err := d.run(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	d.reply(msg, result)
+	return nil
+}
+
+func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, error) {
+	handler, ok := d.handlers[cmd.Aggregate+"."+cmd.Name]
+	if !ok {
+		return d.refuse(ctx, cmd, &command.Error{Kind: command.KindValidation,
+			Message: fmt.Sprintf("unknown command %s.%s", cmd.Aggregate, cmd.Name)})
+	}
+	for attempt := 0; ; attempt++ {
+		result, err := d.attempt(ctx, cmd, handler)
+		if errors.Is(err, postgres.ErrVersionConflict) && attempt < maxConflictRetries {
+			// Jitter keeps contending writers of one aggregate from
+			// colliding again in lockstep.
+			time.Sleep(time.Duration(rand.IntN(1+attempt*2)) * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			if refusal := d.classify(err); refusal != nil {
+				return d.refuse(ctx, cmd, refusal)
+			}
+			return command.Result{}, err
+		}
+		return result, nil
+	}
+}
+
+// attempt runs the handler and records the result in one transaction, or
+// returns the result recorded by an earlier delivery of the same command.
+func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, error) {
+	var result command.Result
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String()); err != nil || ok {
+			result = r
+			return err
+		}
+		state, err := handler(ctx, tx, cmd)
+		if err != nil {
+			return err
+		}
+		result = command.Result{CommandID: cmd.ID}
+		if state != nil {
+			if result.State, err = json.Marshal(state); err != nil {
+				return err
+			}
+		}
+		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
+	})
+	if postgres.IsUniqueViolation(err) {
+		// Another delivery of the same command committed first: its
+		// result is the one to return.
+		return d.stored(ctx, cmd)
+	}
+	return result, err
+}
+
+// refuse records a refusal so that a repeat of the command gets the same
+// answer, and returns it.
+func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *command.Error) (command.Result, error) {
+	result := command.Result{CommandID: cmd.ID, Error: refusal}
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
+	})
+	if postgres.IsUniqueViolation(err) {
+		return d.stored(ctx, cmd)
+	}
+	return result, err
+}
+
+func (d *Dispatcher) stored(ctx context.Context, cmd command.Command) (command.Result, error) {
+	var result command.Result
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String())
+		if err == nil && !ok {
+			err = fmt.Errorf("command %s: no stored result", cmd.ID)
+		}
+		result = r
+		return err
+	})
+	return result, err
+}
+
+func (d *Dispatcher) reply(msg jetstream.Msg, result command.Result) {
+	to := msg.Headers().Get(command.ReplyHeader)
+	if to == "" {
+		return
+	}
+	body, err := json.Marshal(result)
+	if err != nil {
+		return
+	}
+	// A lost reply loses nothing: the result is stored and the command
+	// applied; a waiting caller times out and can look the result up.
+	if err := d.nc.Publish(to, body); err != nil {
+		d.log.Warn("reply not sent", "command_id", result.CommandID, "error", err)
+	}
+}

@@ -1,0 +1,233 @@
+// Package postgres keeps agentbus's system of record: the aggregates, the
+// read models, the transactional outbox and the record of processed
+// messages that makes every consumer idempotent.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// OutboxMessage is one event written in an aggregate's transaction and
+// published to JetStream after the commit.
+type OutboxMessage struct {
+	// ID is the event id; it becomes the Nats-Msg-Id, so a republished
+	// row is dropped by JetStream's duplicate window.
+	ID uuid.UUID
+	// Subject is agents.evt.<aggregate>.<aggregateId>.<event>.
+	Subject     string
+	Aggregate   string
+	AggregateID uuid.UUID
+	// Type is the event's snake_case name, sent as the Agents-Type header.
+	Type string
+	// Payload is the JSON envelope published as the message body.
+	Payload []byte
+}
+
+// WriteOutbox appends messages to the outbox inside tx, in order.
+func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]uuid.UUID, len(msgs))
+	subjects := make([]string, len(msgs))
+	aggregates := make([]string, len(msgs))
+	aggregateIDs := make([]uuid.UUID, len(msgs))
+	types := make([]string, len(msgs))
+	payloads := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i], subjects[i], aggregates[i], aggregateIDs[i], types[i], payloads[i] =
+			m.ID, m.Subject, m.Aggregate, m.AggregateID, m.Type, string(m.Payload)
+	}
+	// One multi-row insert; WITH ORDINALITY keeps the positions in the
+	// order the aggregate raised its events.
+	_, err := tx.Exec(ctx, `
+		INSERT INTO outbox (id, subject, aggregate, aggregate_id, type, payload)
+		SELECT id, subject, aggregate, aggregate_id, type, payload::jsonb
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+		     WITH ORDINALITY AS m(id, subject, aggregate, aggregate_id, type, payload, n)
+		ORDER BY n`, ids, subjects, aggregates, aggregateIDs, types, payloads)
+	if err != nil {
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	return nil
+}
+
+// OutboxPublisher moves committed outbox rows onto JetStream.
+//
+// Several copies may run: one holds a session-level advisory lock and
+// publishes, the others wait to take over. A single active publisher keeps
+// each aggregate's events in commit order.
+type OutboxPublisher struct {
+	// Pool is the database holding the outbox.
+	Pool *pgxpool.Pool
+	// JS publishes the events.
+	JS jetstream.JetStream
+	// BatchSize is how many rows one round publishes at most (default 500).
+	BatchSize int
+	// PollInterval is how often the outbox is read when no notification
+	// arrives (default 1s).
+	PollInterval time.Duration
+	// Log receives progress and errors (default slog.Default()).
+	Log *slog.Logger
+}
+
+// outboxLockKey is the advisory lock that elects the active publisher.
+const outboxLockKey = 0x6167656e74627573 // "agentbus"
+
+func (p *OutboxPublisher) setDefaults() {
+	if p.BatchSize <= 0 {
+		p.BatchSize = 500
+	}
+	if p.PollInterval <= 0 {
+		p.PollInterval = time.Second
+	}
+	if p.Log == nil {
+		p.Log = slog.Default()
+	}
+	p.Log = p.Log.With("component", "outbox")
+}
+
+// Run publishes until ctx ends. Errors are logged and retried.
+func (p *OutboxPublisher) Run(ctx context.Context) error {
+	p.setDefaults()
+	for ctx.Err() == nil {
+		err := p.lead(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.Log.Warn("outbox publisher restarting", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.PollInterval):
+		}
+	}
+	return nil
+}
+
+// lead waits to hold the publisher lock, then publishes until an error.
+func (p *OutboxPublisher) lead(ctx context.Context) error {
+	conn, err := p.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The lock and LISTEN belong to this connection: hijack it so that it
+	// is closed, not returned to the pool, when we stop leading.
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+
+	for {
+		var locked bool
+		if err := pc.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(outboxLockKey)).Scan(&locked); err != nil {
+			return err
+		}
+		if locked {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(p.PollInterval):
+		}
+	}
+	if _, err := pc.Exec(ctx, "LISTEN outbox"); err != nil {
+		return err
+	}
+	p.Log.Info("outbox publisher leading")
+	for {
+		for {
+			n, err := p.PublishPending(ctx)
+			if err != nil {
+				return err
+			}
+			if n < p.BatchSize {
+				break
+			}
+		}
+		wait, cancel := context.WithTimeout(ctx, p.PollInterval)
+		_, err := pc.WaitForNotification(wait)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// PublishPending publishes one batch of committed rows and deletes them.
+// Only rows of transactions older than every transaction still running are
+// read (pg_snapshot_xmin), so a row that commits late, behind rows with
+// higher positions, is picked up in a later round instead of skipped.
+func (p *OutboxPublisher) PublishPending(ctx context.Context) (int, error) {
+	p.setDefaults()
+	rows, err := p.Pool.Query(ctx, `
+		SELECT position, id, subject, type, payload::text
+		FROM outbox
+		WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY position
+		LIMIT $1`, p.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	type row struct {
+		position int64
+		msg      *nats.Msg
+	}
+	var batch []row
+	for rows.Next() {
+		var r row
+		var id uuid.UUID
+		var subject, typ, payload string
+		if err := rows.Scan(&r.position, &id, &subject, &typ, &payload); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		r.msg = &nats.Msg{Subject: subject, Data: []byte(payload), Header: nats.Header{}}
+		r.msg.Header.Set(jetstream.MsgIDHeader, id.String())
+		r.msg.Header.Set("Agents-Type", typ)
+		batch = append(batch, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	// Publish asynchronously but wait for every ack before deleting: on a
+	// failure nothing is deleted and the whole batch is sent again, which
+	// the Nats-Msg-Id makes harmless.
+	futures := make([]jetstream.PubAckFuture, len(batch))
+	for i, r := range batch {
+		f, err := p.JS.PublishMsgAsync(r.msg)
+		if err != nil {
+			return 0, fmt.Errorf("publish %s: %w", r.msg.Subject, err)
+		}
+		futures[i] = f
+	}
+	positions := make([]int64, len(batch))
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return 0, fmt.Errorf("publish %s: %w", batch[i].msg.Subject, err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		positions[i] = batch[i].position
+	}
+	if _, err := p.Pool.Exec(ctx, "DELETE FROM outbox WHERE position = ANY($1)", positions); err != nil {
+		return 0, err
+	}
+	return len(batch), nil
+}

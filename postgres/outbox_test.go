@@ -1,0 +1,179 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func outboxMsg(aggregateID uuid.UUID, n int) postgres.OutboxMessage {
+	id := uuid.New()
+	payload, _ := json.Marshal(map[string]any{"id": id, "n": n})
+	return postgres.OutboxMessage{
+		ID:          id,
+		Subject:     fmt.Sprintf("agents.evt.session.%s.session_output_recorded", aggregateID),
+		Aggregate:   "session",
+		AggregateID: aggregateID,
+		Type:        "session_output_recorded",
+		Payload:     payload,
+	}
+}
+
+func writeInTx(t *testing.T, pool *pgxpool.Pool, msgs ...postgres.OutboxMessage) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return postgres.WriteOutbox(ctx, tx, msgs)
+	}))
+}
+
+// published reads every message of AGENTS_EVENTS and returns the n field
+// of each body in stream order.
+func published(t *testing.T, js jetstream.JetStream) []int {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	var ns []int
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		var body struct{ N int }
+		require.NoError(t, json.Unmarshal(m.Data, &body))
+		ns = append(ns, body.N)
+	}
+	return ns
+}
+
+func outboxCount(t *testing.T, pool *pgxpool.Pool) int {
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&n))
+	return n
+}
+
+func TestOutboxPublishesInPositionOrderAndEmpties(t *testing.T) {
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	agg := uuid.New()
+	writeInTx(t, pool, outboxMsg(agg, 1), outboxMsg(agg, 2))
+	writeInTx(t, pool, outboxMsg(agg, 3))
+
+	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
+	n, err := pub.PublishPending(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []int{1, 2, 3}, published(t, js))
+	assert.Zero(t, outboxCount(t, pool))
+}
+
+func TestOutboxMessageCarriesIdAndTypeHeaders(t *testing.T) {
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	msg := outboxMsg(uuid.New(), 1)
+	writeInTx(t, pool, msg)
+	_, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(context.Background())
+	require.NoError(t, err)
+
+	stream, err := js.Stream(context.Background(), "AGENTS_EVENTS")
+	require.NoError(t, err)
+	got, err := stream.GetLastMsgForSubject(context.Background(), msg.Subject)
+	require.NoError(t, err)
+	assert.Equal(t, msg.ID.String(), got.Header.Get(jetstream.MsgIDHeader))
+	assert.Equal(t, "session_output_recorded", got.Header.Get("Agents-Type"))
+}
+
+// TestOutboxNotMissingMessages interleaves transactions that commit out of
+// order and one that rolls back: the publisher misses none and invents none.
+func TestOutboxNotMissingMessages(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
+	agg := uuid.New()
+
+	slow, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, postgres.WriteOutbox(ctx, slow, []postgres.OutboxMessage{outboxMsg(agg, 1)}))
+
+	rolledBack, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, postgres.WriteOutbox(ctx, rolledBack, []postgres.OutboxMessage{outboxMsg(agg, 99)}))
+
+	writeInTx(t, pool, outboxMsg(uuid.New(), 2)) // commits first, with a higher position
+
+	n, err := pub.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing may pass a transaction that is still running")
+
+	require.NoError(t, rolledBack.Rollback(ctx))
+	require.NoError(t, slow.Commit(ctx))
+	writeInTx(t, pool, outboxMsg(agg, 3))
+
+	for {
+		n, err := pub.PublishPending(ctx)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	assert.Equal(t, []int{1, 2, 3}, published(t, js))
+	assert.Zero(t, outboxCount(t, pool))
+}
+
+// TestOutboxRepublishAfterCrashIsDroppedAsDuplicate covers a publisher that
+// dies after JetStream acknowledged a row and before deleting it.
+func TestOutboxRepublishAfterCrashIsDroppedAsDuplicate(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	msg := outboxMsg(uuid.New(), 7)
+	writeInTx(t, pool, msg)
+
+	// The first publisher got as far as JetStream's ack, then died.
+	_, err := js.PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Data: msg.Payload,
+		Header: nats.Header{jetstream.MsgIDHeader: []string{msg.ID.String()}}})
+	require.NoError(t, err)
+
+	n, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []int{7}, published(t, js), "the event is on the stream exactly once")
+	assert.Zero(t, outboxCount(t, pool))
+}
+
+func TestOutboxTwoPublishersPublishEachEventOnce(t *testing.T) {
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		pub := &postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond, BatchSize: 7}
+		go func() { _ = pub.Run(ctx) }()
+	}
+	agg := uuid.New()
+	want := make([]int, 0, 200)
+	for i := range 200 {
+		writeInTx(t, pool, outboxMsg(agg, i))
+		want = append(want, i)
+	}
+	require.Eventually(t, func() bool { return outboxCount(t, pool) == 0 }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, published(t, js))
+}
