@@ -20,6 +20,8 @@ type command struct {
 
 var commands = map[string]command{
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
+	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
+	"token":   {"print a development bearer token: token --user <id>", runToken},
 	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
 }
 

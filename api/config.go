@@ -1,0 +1,87 @@
+package api
+
+import (
+	"errors"
+	"time"
+)
+
+// DevJWTSecret is the HS256 secret `agentbus token` and the api use when
+// AGENTBUS_JWT_SECRET is unset. It is public: use it on a developer's
+// machine only, and set AGENTBUS_JWT_SECRET (or a JWKS URL) anywhere else.
+const DevJWTSecret = "agentbus-dev-secret-do-not-use-in-production"
+
+// Config configures the HTTP API.
+type Config struct {
+	// Title is the API's title in the OpenAPI document; default "agentbus".
+	Title string
+	// Version is the API's version in the OpenAPI document; default "1.0.0".
+	Version string
+
+	// JWTSecret verifies people's HS256 bearer tokens. One of JWTSecret and
+	// JWKSURL is required.
+	JWTSecret string
+	// JWKSURL, when set, verifies people's bearer tokens with the keys it
+	// serves (RS256, ES256, EdDSA, ...) instead of JWTSecret.
+	JWKSURL string
+	// JWTIssuer, when set, is the iss every token must carry.
+	JWTIssuer string
+	// JWTAudience, when set, is an aud every token must carry.
+	JWTAudience string
+
+	// HeartbeatInterval is how often a live stream sends a ping event when
+	// nothing else happens, so proxies keep it open; default 15s.
+	HeartbeatInterval time.Duration
+	// StreamBuffer is how many events a live stream holds for a client that
+	// reads slower than the bus delivers; default 256.
+	StreamBuffer int
+	// SlowClientTimeout is how long a live stream waits, with its buffer
+	// full, for the client to take an event; then the client is told to
+	// reconnect from its last event and the stream ends. Default 2s.
+	SlowClientTimeout time.Duration
+	// SessionStreamAggregates are the aggregates whose events, keyed by the
+	// session id (agents.evt.<aggregate>.<sessionId>.>), make up a session's
+	// live stream; default ["session"].
+	SessionStreamAggregates []string
+
+	// QueueRate is how many messages per second one session may enqueue
+	// (sustained); default 5.
+	QueueRate float64
+	// QueueBurst is how many messages one session may enqueue at once;
+	// default 20.
+	QueueBurst int
+}
+
+func (c *Config) setDefaults() {
+	if c.Title == "" {
+		c.Title = "agentbus"
+	}
+	if c.Version == "" {
+		c.Version = "1.0.0"
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 15 * time.Second
+	}
+	if c.StreamBuffer <= 0 {
+		c.StreamBuffer = 256
+	}
+	if c.SlowClientTimeout <= 0 {
+		c.SlowClientTimeout = 2 * time.Second
+	}
+	if len(c.SessionStreamAggregates) == 0 {
+		c.SessionStreamAggregates = []string{"session"}
+	}
+	if c.QueueRate <= 0 {
+		c.QueueRate = 5
+	}
+	if c.QueueBurst <= 0 {
+		c.QueueBurst = 20
+	}
+}
+
+// Validate reports a configuration the API cannot run with.
+func (c Config) Validate() error {
+	if c.JWTSecret == "" && c.JWKSURL == "" {
+		return errors.New("api: Config.JWTSecret or Config.JWKSURL is required")
+	}
+	return nil
+}

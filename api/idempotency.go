@@ -1,0 +1,211 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+)
+
+// IdempotencyKeyHeader is the header a command carries so that a repeat
+// returns the first response and changes nothing.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// IdempotentReplayedHeader is set to "true" on a response replayed for a
+// repeated Idempotency-Key.
+const IdempotentReplayedHeader = "Idempotent-Replayed"
+
+// maxIdempotencyKey bounds the key's length.
+const maxIdempotencyKey = 255
+
+// IdempotencyScope identifies one use of an Idempotency-Key: a key is
+// remembered per caller, method and path.
+type IdempotencyScope struct {
+	// Caller is user:<owner id> or agent:<session id>.
+	Caller string
+	Method string
+	Path   string
+	Key    string
+}
+
+// StoredResponse is the first response to an idempotent request.
+type StoredResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Errors of an IdempotencyStore's Begin.
+var (
+	// ErrIdempotencyInProgress: the first request with the key still runs.
+	ErrIdempotencyInProgress = errors.New("a request with this Idempotency-Key is still in progress")
+	// ErrIdempotencyMismatch: the key was used with another request body.
+	ErrIdempotencyMismatch = errors.New("this Idempotency-Key was used with another request body")
+)
+
+// IdempotencyStore remembers the first response to each idempotency key.
+type IdempotencyStore interface {
+	// Begin claims key k for a request whose body has the SHA-256 hash. It
+	// returns (nil, nil) when the caller now holds the key and must call
+	// Finish or Abandon; the stored response when the key was used before
+	// with the same body; ErrIdempotencyMismatch when it was used with
+	// another body; ErrIdempotencyInProgress while the first request runs.
+	Begin(ctx context.Context, k IdempotencyScope, requestHash [32]byte) (*StoredResponse, error)
+	// Finish stores the response of the request that holds k.
+	Finish(ctx context.Context, k IdempotencyScope, resp StoredResponse) error
+	// Abandon releases k without a response (the request failed with a
+	// server error), so a repeat runs again.
+	Abandon(ctx context.Context, k IdempotencyScope) error
+}
+
+type idempotencyKey struct{}
+
+// isCommand reports whether method changes state and so takes an
+// Idempotency-Key.
+func isCommand(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// commandNamespace derives command ids from idempotency keys.
+var commandNamespace = uuid.MustParse("5b0f7c8e-2a4d-4c1b-9e3f-6d8a1b2c3d4e")
+
+// CommandID returns the id of the command a request sends. With an
+// Idempotency-Key it is derived from the key (caller, method, path, key),
+// so a repeat whose first attempt died half-way sends the same command id
+// (the Nats-Msg-Id) and the command still runs once; without one it is
+// fresh.
+func CommandID(ctx context.Context) uuid.UUID {
+	k, ok := ctx.Value(idempotencyKey{}).(IdempotencyScope)
+	if !ok {
+		return uuid.New()
+	}
+	return uuid.NewSHA1(commandNamespace, []byte(k.Caller+"\n"+k.Method+"\n"+k.Path+"\n"+k.Key))
+}
+
+// idempotency is the middleware that makes every command with an
+// Idempotency-Key header run once: the first response (status, headers,
+// body) is stored, and a repeat of the request gets it back without
+// running the handler. A server error is not stored, so a repeat retries.
+func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
+	key := ctx.Header(IdempotencyKeyHeader)
+	if op == nil || !isCommand(op.Method) || key == "" || s.deps.Idempotency == nil {
+		next(ctx)
+		return
+	}
+	if len(key) > maxIdempotencyKey {
+		s.writeError(ctx, NewKindError(KindValidation, "the Idempotency-Key header is longer than 255 characters").
+			WithField("header."+IdempotencyKeyHeader))
+		return
+	}
+	limit := op.MaxBodyBytes
+	if limit == 0 {
+		limit = 1024 * 1024 // Huma's default
+	}
+	var r io.Reader = ctx.BodyReader()
+	if limit > 0 {
+		r = io.LimitReader(r, limit+1)
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		s.writeError(ctx, huma.Error400BadRequest("unable to read the request body"))
+		return
+	}
+	caller := "public"
+	if p, ok := PrincipalFrom(ctx.Context()); ok {
+		caller = p.scope()
+	}
+	u := ctx.URL()
+	k := IdempotencyScope{Caller: caller, Method: op.Method, Path: u.Path, Key: key}
+	stored, err := s.deps.Idempotency.Begin(ctx.Context(), k, sha256.Sum256(body))
+	switch {
+	case errors.Is(err, ErrIdempotencyMismatch):
+		s.writeError(ctx, NewKindError(KindValidation, err.Error()).WithField("header."+IdempotencyKeyHeader))
+		return
+	case errors.Is(err, ErrIdempotencyInProgress):
+		s.writeError(ctx, NewKindError(KindConflict, err.Error()))
+		return
+	case err != nil:
+		s.writeError(ctx, err)
+		return
+	case stored != nil:
+		for name, values := range stored.Header {
+			for _, v := range values {
+				ctx.AppendHeader(name, v)
+			}
+		}
+		ctx.SetHeader(IdempotentReplayedHeader, "true")
+		ctx.SetStatus(stored.Status)
+		_, _ = ctx.BodyWriter().Write(stored.Body)
+		return
+	}
+
+	rec := &recordingContext{humaContext: ctx, body: bytes.NewReader(body), header: http.Header{}}
+	// The key outlives a request whose client went away.
+	bg := context.WithoutCancel(ctx.Context())
+	finished := false
+	defer func() {
+		if !finished {
+			_ = s.deps.Idempotency.Abandon(bg, k)
+		}
+	}()
+	next(huma.WithValue(rec, idempotencyKey{}, k))
+	if rec.status == 0 || rec.status >= http.StatusInternalServerError {
+		return
+	}
+	if err := s.deps.Idempotency.Finish(bg, k, StoredResponse{Status: rec.status, Header: rec.header, Body: rec.buf.Bytes()}); err != nil {
+		return
+	}
+	finished = true
+}
+
+// humaContext lets recordingContext embed a huma.Context: the field's name
+// must not clash with the interface's Context method.
+type humaContext = huma.Context
+
+// recordingContext passes a response through while keeping a copy of it,
+// and serves the request body the middleware already read.
+type recordingContext struct {
+	humaContext
+	body   io.Reader
+	status int
+	header http.Header
+	buf    bytes.Buffer
+	w      io.Writer
+}
+
+func (c *recordingContext) BodyReader() io.Reader { return c.body }
+
+func (c *recordingContext) SetStatus(code int) {
+	c.status = code
+	c.humaContext.SetStatus(code)
+}
+
+func (c *recordingContext) Status() int { return c.status }
+
+func (c *recordingContext) SetHeader(name, value string) {
+	c.header.Set(name, value)
+	c.humaContext.SetHeader(name, value)
+}
+
+func (c *recordingContext) AppendHeader(name, value string) {
+	c.header.Add(name, value)
+	c.humaContext.AppendHeader(name, value)
+}
+
+func (c *recordingContext) BodyWriter() io.Writer {
+	if c.w == nil {
+		// The copy first: it must be complete even if the client is gone.
+		c.w = io.MultiWriter(&c.buf, c.humaContext.BodyWriter())
+	}
+	return c.w
+}

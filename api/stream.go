@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/sse"
+	"github.com/google/uuid"
+)
+
+// SessionOwners tells whose a session is; the live stream of a session is
+// shown only to its owner.
+type SessionOwners interface {
+	// Owner returns the owner id of the session id. It returns
+	// ErrSessionNotFound, or an error of kind not_found, when there is no
+	// such session.
+	Owner(ctx context.Context, sessionID uuid.UUID) (ownerID string, err error)
+}
+
+// ErrSessionNotFound is returned by SessionOwners for an unknown session.
+var ErrSessionNotFound = errors.New("session not found")
+
+// StreamEvent is one domain event on a live stream (SSE event `event`).
+// Its SSE id is the event's JetStream sequence in AGENTS_EVENTS.
+type StreamEvent struct {
+	// Type is the event's snake_case name.
+	Type string `json:"type" doc:"The domain event's name, snake_case." example:"session_paused"`
+	// Aggregate is the kind of aggregate the event is about.
+	Aggregate string `json:"aggregate" doc:"The kind of aggregate the event is about." example:"session"`
+	// AggregateID is the aggregate's id; for a session's events, the session id.
+	AggregateID string `json:"aggregateId" doc:"The aggregate's id; for a session's events, the session id." example:"0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10"`
+	// Version is the aggregate's version after the event.
+	Version int64 `json:"version" doc:"The aggregate's version after the event." example:"7"`
+	// OccurredAt is when the event happened.
+	OccurredAt time.Time `json:"occurredAt" doc:"When the event happened." example:"2025-01-02T15:04:05Z"`
+	// Data is the event's payload.
+	Data json.RawMessage `json:"data" doc:"The event's payload; its shape depends on type." example:"{\"status\":\"Paused\"}"`
+}
+
+// StreamPing is a heartbeat (SSE event `ping`), sent when the stream opens
+// and whenever it has been quiet for the heartbeat interval.
+type StreamPing struct {
+	// Time is the server's clock.
+	Time time.Time `json:"time" doc:"The server's clock when the ping was sent." example:"2025-01-02T15:04:05Z"`
+}
+
+// StreamReconnect tells the client to reconnect (SSE event `reconnect`);
+// the server closes the stream right after it.
+type StreamReconnect struct {
+	// LastEventID is where to resume: send it as Last-Event-ID.
+	LastEventID string `json:"lastEventId" doc:"The position to resume from: send it back as the Last-Event-ID header. Empty when nothing was delivered yet." example:"1042"`
+	// Reason says why the stream ended.
+	Reason string `json:"reason" enum:"slow_client,unavailable" doc:"Why the stream ended: slow_client when the client read slower than events arrived, unavailable when the event log could not be read." example:"slow_client"`
+}
+
+// streamEvents maps SSE event names to their payloads, for the OpenAPI
+// document and the sse package.
+var streamEvents = map[string]any{
+	"event":     StreamEvent{},
+	"ping":      StreamPing{},
+	"reconnect": StreamReconnect{},
+}
+
+// streamPosition is where a client asked its stream to start.
+type streamPosition struct {
+	LastEventID int64
+	Since       time.Time
+}
+
+// The fields every stream input has are repeated in each: Huma reads
+// parameters only from exported fields.
+type sessionStreamInput struct {
+	ID          string    `path:"id" format:"uuid" doc:"The session's id." example:"0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10"`
+	LastEventID int64     `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing. Browsers send it on reconnect." example:"1042"`
+	Since       time.Time `query:"since" doc:"Without Last-Event-ID: start with the events since this time instead of only new ones." example:"2025-01-02T15:04:05Z"`
+}
+
+type allStreamInput struct {
+	LastEventID int64     `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing. Browsers send it on reconnect." example:"1042"`
+	Since       time.Time `query:"since" doc:"Without Last-Event-ID: start with the events since this time instead of only new ones." example:"2025-01-02T15:04:05Z"`
+}
+
+const streamDescription = "Server-Sent Events. Each `event` carries one domain event; its SSE id is a resumable position, " +
+	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing. Without it the stream starts with new events, " +
+	"or with those since `since`. A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
+	"A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes."
+
+// addStreamRoutes registers the live streams.
+func (s *Server) addStreamRoutes(api huma.API) {
+	registerSSE(api, huma.Operation{
+		OperationID: "stream-session",
+		Method:      http.MethodGet,
+		Path:        "/api/agents/sessions/{id}/stream",
+		Summary:     "Follow a session live",
+		Description: "The live events of one session: status changes, activity, queue changes, metrics, questions and permission requests. " + streamDescription,
+		Tags:        []string{"Streams"},
+		Security:    HumanAuth,
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+		Middlewares: huma.Middlewares{s.streamReady, s.requireSessionOwner},
+	}, streamEvents, func(ctx context.Context, in *sessionStreamInput, send sse.Sender) {
+		id, err := uuid.Parse(in.ID)
+		if err != nil {
+			return // requireSessionOwner let it through only for the 422
+		}
+		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates))
+		for _, agg := range s.cfg.SessionStreamAggregates {
+			subjects = append(subjects, "agents.evt."+agg+"."+id.String()+".>")
+		}
+		s.runStream(ctx, streamSpec{subjects: subjects, position: streamPosition{in.LastEventID, in.Since}}, send)
+	})
+
+	registerSSE(api, huma.Operation{
+		OperationID: "stream-sessions",
+		Method:      http.MethodGet,
+		Path:        "/api/agents/stream",
+		Summary:     "Follow all of your sessions live",
+		Description: "The live events of every session of the caller, as on a taskbar. " + streamDescription,
+		Tags:        []string{"Streams"},
+		Security:    HumanAuth,
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+		Middlewares: huma.Middlewares{s.streamReady},
+	}, streamEvents, func(ctx context.Context, in *allStreamInput, send sse.Sender) {
+		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates))
+		for _, agg := range s.cfg.SessionStreamAggregates {
+			subjects = append(subjects, "agents.evt."+agg+".>")
+		}
+		s.runStream(ctx, streamSpec{subjects: subjects, owner: OwnerID(ctx), position: streamPosition{in.LastEventID, in.Since}}, send)
+	})
+}
+
+// streamReady answers 503 before a stream starts when there is no bus.
+func (s *Server) streamReady(ctx huma.Context, next func(huma.Context)) {
+	if s.deps.JetStream == nil {
+		s.writeError(ctx, huma.Error503ServiceUnavailable("live streams are not available"))
+		return
+	}
+	next(ctx)
+}
+
+// requireSessionOwner answers 404, before the stream starts, for a session
+// that does not exist or is not the caller's.
+func (s *Server) requireSessionOwner(ctx huma.Context, next func(huma.Context)) {
+	id, err := uuid.Parse(ctx.Param("id"))
+	if err != nil {
+		// Not a UUID: the input validation answers 422.
+		next(ctx)
+		return
+	}
+	notFound := NewKindError(KindNotFound, "session "+id.String()+" not found")
+	if s.deps.SessionOwners == nil {
+		s.writeError(ctx, notFound)
+		return
+	}
+	owner, err := s.deps.SessionOwners.Owner(ctx.Context(), id)
+	if err != nil {
+		var k Kinded
+		if errors.Is(err, ErrSessionNotFound) || (errors.As(err, &k) && k.Kind() == KindNotFound) {
+			err = notFound
+		}
+		s.writeError(ctx, err)
+		return
+	}
+	if owner == "" || owner != OwnerID(ctx.Context()) {
+		s.writeError(ctx, notFound)
+		return
+	}
+	next(ctx)
+}

@@ -1,0 +1,66 @@
+// A UI's use of the client types generated from agentbus's OpenAPI
+// document. It is type-checked, never run: if the document stops describing
+// what a UI needs, this stops compiling.
+import type { components, paths } from "./schema";
+
+type Schemas = components["schemas"];
+
+// The live stream of one session: its path, parameters and events.
+type SessionStream = paths["/api/agents/sessions/{id}/stream"]["get"];
+const params: SessionStream["parameters"] = {
+  path: { id: "0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10" },
+  header: { "Last-Event-ID": 1042 },
+  query: { since: "2025-01-02T15:04:05Z" },
+};
+
+function url(p: SessionStream["parameters"]): string {
+  return `/api/agents/sessions/${p.path.id}/stream`;
+}
+
+// What each SSE event carries.
+function onEvent(name: string, id: string | undefined, data: string): string {
+  switch (name) {
+    case "event": {
+      const ev: Schemas["StreamEvent"] = JSON.parse(data);
+      return `${id}: ${ev.aggregate} ${ev.aggregateId} ${ev.type} v${ev.version} at ${ev.occurredAt}`;
+    }
+    case "ping": {
+      const ping: Schemas["StreamPing"] = JSON.parse(data);
+      return ping.time;
+    }
+    case "reconnect": {
+      const rc: Schemas["StreamReconnect"] = JSON.parse(data);
+      const reason: "slow_client" | "unavailable" = rc.reason;
+      return `${reason}, resume after ${rc.lastEventId}`;
+    }
+  }
+  return "";
+}
+
+// Errors are problem+json with a kind a UI can switch on.
+type NotFound = SessionStream["responses"][404]["content"]["application/problem+json"];
+function describe(p: NotFound): string {
+  switch (p.kind) {
+    case "conflict":
+      return `refused while ${p.currentStatus ?? "unknown"}`;
+    case "validation":
+      return (p.errors ?? []).map((e) => `${e.location ?? "body"}: ${e.message ?? ""}`).join("; ");
+    default:
+      return p.detail ?? p.title ?? "error";
+  }
+}
+
+const problem: Schemas["Problem"] = { type: "about:blank", status: 409, title: "Conflict", kind: "conflict", currentStatus: "Paused" };
+
+// The document says what is wrong, too.
+// @ts-expect-error: not a kind of error.
+const badKind: Schemas["Problem"] = { type: "about:blank", kind: "teapot" };
+// @ts-expect-error: the session id is required.
+const noID: SessionStream["parameters"]["path"] = {};
+
+// Every stream needs a person's token.
+type AllStreams = paths["/api/agents/stream"]["get"];
+type Unauthorized = AllStreams["responses"][401]["content"]["application/problem+json"];
+const unauthorized: Unauthorized = { type: "about:blank", status: 401, kind: "unauthorized" };
+
+export { url, onEvent, describe, params, problem, badKind, noID, unauthorized };
