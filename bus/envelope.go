@@ -46,7 +46,8 @@ type Envelope struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// ErrInvalidEnvelope is returned for an envelope without an id or a type.
+// ErrInvalidEnvelope is returned for an envelope that lacks an id or a type,
+// or whose data is not JSON.
 var ErrInvalidEnvelope = errors.New("bus: invalid envelope")
 
 // NewEnvelope returns an envelope with a fresh UUID, the current time and

@@ -18,7 +18,7 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
-// Error returns the wrapped error's message.
+// Error returns the wrapped error's message, marked as permanent.
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 
 // Unwrap returns the wrapped error.

@@ -1,8 +1,11 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,10 +86,13 @@ func TestPublishMsgs(t *testing.T) {
 	tests := []struct {
 		name string
 		// before is published first, msgs second; want is the stream's count.
-		before    func(t testing.TB) []*nats.Msg
-		msgs      func(t testing.TB) []*nats.Msg
-		want      uint64
-		atomic    bool
+		before func(t testing.TB) []*nats.Msg
+		msgs   func(t testing.TB) []*nats.Msg
+		want   uint64
+		atomic bool
+		// refused: the server refused a batch, which was then published
+		// message by message.
+		refused   bool
 		configure func(*bus.PublisherConfig)
 	}{
 		{
@@ -103,18 +109,20 @@ func TestPublishMsgs(t *testing.T) {
 			configure: func(c *bus.PublisherConfig) { c.MaxBatch = 100 },
 		},
 		{
-			name:   "resend after a partial publish stores each message once",
-			before: func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 30, 3)[10:20] },
-			msgs:   func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 30, 3) },
-			want:   30,
+			name:    "resend after a partial publish stores each message once",
+			before:  func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 40, 3)[10:20] },
+			msgs:    func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 40, 3) },
+			want:    40,
+			refused: true,
 		},
 		{
 			name: "a duplicate inside the batch",
 			msgs: func(t testing.TB) []*nats.Msg {
-				m := eventMsgs(t, "a", 20, 1)
+				m := eventMsgs(t, "a", 40, 1)
 				return append(m, m[3])
 			},
-			want: 20,
+			want:    40,
+			refused: true,
 		},
 		{
 			name:      "without batches",
@@ -124,8 +132,8 @@ func TestPublishMsgs(t *testing.T) {
 		},
 		{
 			name: "a short run is published one by one",
-			msgs: func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 11, 3) },
-			want: 11,
+			msgs: func(t testing.TB) []*nats.Msg { return eventMsgs(t, "a", 31, 3) },
+			want: 31,
 		},
 		{
 			name:      "a short batch when asked for",
@@ -145,7 +153,8 @@ func TestPublishMsgs(t *testing.T) {
 			t.Parallel()
 			_, js, _ := bustest.Server(t)
 			ctx := context.Background()
-			cfg := bus.PublisherConfig{}
+			var log bytes.Buffer
+			cfg := bus.PublisherConfig{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 			if tt.configure != nil {
 				tt.configure(&cfg)
 			}
@@ -157,6 +166,7 @@ func TestPublishMsgs(t *testing.T) {
 			msgs := tt.msgs(t)
 			require.NoError(t, pub.PublishMsgs(ctx, msgs))
 			assert.Equal(t, tt.want, streamMsgs(t, js, bus.StreamEvents))
+			assert.Equal(t, tt.refused, strings.Contains(log.String(), "batch refused"), log.String())
 
 			s, err := js.Stream(ctx, bus.StreamEvents)
 			require.NoError(t, err)

@@ -23,7 +23,7 @@ func TestRunSurvivesServerRestart(t *testing.T) {
 	const (
 		publishers = 100
 		perPub     = 100
-		batch      = 20
+		batch      = 50
 		total      = publishers * perPub
 	)
 	srv, js, _ := bustest.Server(t)
@@ -36,7 +36,7 @@ func TestRunSurvivesServerRestart(t *testing.T) {
 	// Messages on their way to the runner when the server stopped are
 	// redelivered after the ack wait.
 	cfg.AckWait = 2 * time.Second
-	start(t, js, cfg)
+	run := start(t, js, cfg)
 
 	pub := newPublisher(t, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -71,4 +71,44 @@ func TestRunSurvivesServerRestart(t *testing.T) {
 	assert.Less(t, handledBefore, total, "the restart happened mid-stream")
 	assert.EqualValues(t, total, streamMsgs(t, js, bus.StreamEvents), "each message stored once")
 	assert.True(t, srv.JetStreamEnabled())
+	require.NoError(t, run.stop(t))
+}
+
+// TestRunResumesAfterIdleRestart restarts the server while a runner on a
+// work queue waits for messages: the runner must not stall.
+func TestRunResumesAfterIdleRestart(t *testing.T) {
+	t.Parallel()
+	srv, js, _ := bustest.Server(t)
+	seen := newCounter()
+	run := start(t, js, bus.RunnerConfig{
+		Stream:        bus.StreamCommands,
+		Consumer:      "commands",
+		IdleHeartbeat: time.Second,
+		Logger:        testLogger(t),
+		Handler: func(_ context.Context, m jetstream.Msg) error {
+			seen.add(m)
+			return nil
+		},
+	})
+	require.Eventually(t, func() bool {
+		c, err := js.Consumer(context.Background(), bus.StreamCommands, "commands")
+		return err == nil && c.CachedInfo().NumWaiting > 0
+	}, waitFor, 10*time.Millisecond, "the runner waits with a pull request")
+
+	bustest.Restart(t, srv)
+
+	pub := newPublisher(t, js)
+	for i := range 100 {
+		env := envelope(t, fmt.Sprintf("cmd-%d", i))
+		require.Eventually(t, func() bool {
+			_, err := pub.Publish(context.Background(), bus.CommandSubject("session", "pause"), env)
+			return err == nil
+		}, waitFor, 50*time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return seen.distinct() == 100 }, waitFor, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(context.Background(), bus.StreamCommands)
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	}, waitFor, 10*time.Millisecond, "a work queue drops what was acknowledged")
+	require.NoError(t, run.stop(t))
 }

@@ -3,16 +3,13 @@ package bus_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,127 +17,6 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
 )
-
-// waitFor is generous: the tests share two cores and run with -race.
-const waitFor = 60 * time.Second
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-}
-
-// runnerConfig is a runner on every event, with a consumer created from the
-// config and a short backoff.
-func runnerConfig(t testing.TB, consumer string, h bus.Handler) bus.RunnerConfig {
-	return bus.RunnerConfig{
-		Stream:         bus.StreamEvents,
-		Consumer:       consumer,
-		FilterSubjects: []string{"agents.evt.>"},
-		Handler:        h,
-		Backoff:        []time.Duration{10 * time.Millisecond},
-		IdleHeartbeat:  time.Second,
-		Logger:         testLogger(t),
-	}
-}
-
-type running struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-}
-
-// start runs bus.Run until stop or the end of the test.
-func start(t testing.TB, js jetstream.JetStream, cfg bus.RunnerConfig) *running {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.err = bus.Run(ctx, js, cfg)
-	}()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-func (r *running) stop(t testing.TB) error {
-	t.Helper()
-	r.cancel()
-	select {
-	case <-r.done:
-	case <-time.After(waitFor):
-		t.Fatal("Run did not return after its context ended")
-	}
-	return r.err
-}
-
-func (r *running) returned() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// counter counts handled messages by Nats-Msg-Id.
-type counter struct {
-	mu    sync.Mutex
-	count map[string]int
-}
-
-func newCounter() *counter { return &counter{count: map[string]int{}} }
-
-func (c *counter) add(m jetstream.Msg) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := m.Headers().Get("Nats-Msg-Id")
-	c.count[id]++
-	return c.count[id]
-}
-
-func (c *counter) distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.count)
-}
-
-func (c *counter) get(id string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.count[id]
-}
-
-func (c *counter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.count))
-	for k, v := range c.count {
-		out[k] = v
-	}
-	return out
-}
-
-func publishEvents(t testing.TB, js jetstream.JetStream, prefix string, n, sessions int) []*nats.Msg {
-	t.Helper()
-	msgs := eventMsgs(t, prefix, n, sessions)
-	require.NoError(t, newPublisher(t, js).PublishMsgs(context.Background(), msgs))
-	return msgs
-}
-
-func consumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
-	t.Helper()
-	c, err := js.Consumer(context.Background(), stream, name)
-	require.NoError(t, err)
-	info, err := c.Info(context.Background())
-	require.NoError(t, err)
-	return info
-}
-
-func settled(t testing.TB, js jetstream.JetStream, stream, name string) func() bool {
-	return func() bool {
-		info := consumerInfo(t, js, stream, name)
-		return info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
-	}
-}
 
 func TestRunAcksHandledMessages(t *testing.T) {
 	t.Parallel()
@@ -195,132 +71,6 @@ func TestRunRedeliversAfterError(t *testing.T) {
 		assert.Equal(t, 2, n, "%s tried twice", id)
 	}
 	assert.Zero(t, streamMsgs(t, js, bus.StreamDLQ))
-}
-
-func TestRunDeadLetters(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name      string
-		handler   func(jetstream.Msg) error
-		attempts  int
-		errorText string
-	}{
-		{
-			name:      "after max deliveries",
-			handler:   func(jetstream.Msg) error { return errors.New("still failing\nsecond line") },
-			attempts:  3,
-			errorText: "still failing second line",
-		},
-		{
-			name:      "permanent error at once",
-			handler:   func(jetstream.Msg) error { return bus.Permanent(errors.New("malformed")) },
-			attempts:  1,
-			errorText: "permanent: malformed",
-		},
-		{
-			name:      "panic counts as an error",
-			handler:   func(jetstream.Msg) error { panic("boom") },
-			attempts:  3,
-			errorText: "bus: handler panicked: boom",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, js, _ := bustest.Server(t)
-			ctx := context.Background()
-			attempts := newCounter()
-			cfg := runnerConfig(t, "dlq-test", func(_ context.Context, m jetstream.Msg) error {
-				attempts.add(m)
-				if string(m.Data()) == "good" {
-					return nil
-				}
-				return tt.handler(m)
-			})
-			cfg.MaxDeliver = 3
-			start(t, js, cfg)
-
-			bad := nats.NewMsg(bus.EventSubject("session", "s1", "bad"))
-			bad.Header.Set("Nats-Msg-Id", "bad-1")
-			bad.Header.Set("Agents-Type", "bad")
-			bad.Header.Set("traceparent", traceparent)
-			bad.Data = []byte(`{"broken":`)
-			_, err := js.PublishMsg(ctx, bad)
-			require.NoError(t, err)
-
-			dlq, err := js.Stream(ctx, bus.StreamDLQ)
-			require.NoError(t, err)
-			var dead *jetstream.RawStreamMsg
-			require.Eventually(t, func() bool {
-				dead, err = dlq.GetLastMsgForSubject(ctx, "agents.dlq.dlq-test")
-				return err == nil
-			}, waitFor, 10*time.Millisecond)
-
-			assert.Equal(t, bad.Data, dead.Data)
-			assert.Equal(t, tt.errorText, dead.Header.Get("Agents-Error"))
-			assert.Equal(t, bad.Subject, dead.Header.Get("Agents-Original-Subject"))
-			assert.Equal(t, bus.StreamEvents, dead.Header.Get("Agents-Original-Stream"))
-			assert.Equal(t, "1", dead.Header.Get("Agents-Original-Sequence"))
-			assert.Equal(t, "bad-1", dead.Header.Get("Agents-Original-Msg-Id"))
-			assert.Equal(t, "dlq-test", dead.Header.Get("Agents-Consumer"))
-			assert.Equal(t, strconv.Itoa(tt.attempts), dead.Header.Get("Agents-Deliveries"))
-			assert.Equal(t, "bad", dead.Header.Get("Agents-Type"))
-			assert.Equal(t, traceparent, dead.Header.Get("traceparent"))
-			assert.Equal(t, "dlq-test:AGENTS_EVENTS:1", dead.Header.Get("Nats-Msg-Id"))
-
-			// The runner goes on with the next message.
-			good := nats.NewMsg(bus.EventSubject("session", "s1", "good"))
-			good.Header.Set("Nats-Msg-Id", "good-1")
-			good.Data = []byte("good")
-			_, err = js.PublishMsg(ctx, good)
-			require.NoError(t, err)
-			require.Eventually(t, func() bool { return attempts.get("good-1") == 1 }, waitFor, 10*time.Millisecond)
-			require.Eventually(t, settled(t, js, bus.StreamEvents, "dlq-test"), waitFor, 10*time.Millisecond)
-			assert.Equal(t, tt.attempts, attempts.get("bad-1"))
-			assert.EqualValues(t, 1, streamMsgs(t, js, bus.StreamDLQ))
-		})
-	}
-}
-
-func TestRunDeadLettersMessageWhoseHandlerNeverReturned(t *testing.T) {
-	t.Parallel()
-	_, js, _ := bustest.Server(t)
-	ctx := context.Background()
-	var called atomic.Int64
-	cfg := runnerConfig(t, "crashy", func(context.Context, jetstream.Msg) error {
-		called.Add(1)
-		return nil
-	})
-	cfg.MaxDeliver = 2
-	cfg.AckWait = 200 * time.Millisecond
-
-	// A process that died on the message twice: delivered, never settled.
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{
-		Durable: "crashy", Description: "created by bus.Run", FilterSubject: "agents.evt.>",
-		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: cfg.AckWait, MaxDeliver: cfg.MaxDeliver + 1, MaxAckPending: 1000,
-	})
-	require.NoError(t, err)
-	publishEvents(t, js, "crash", 1, 1)
-	for range 2 {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(waitFor))
-		require.NoError(t, err)
-		n := 0
-		for range batch.Messages() {
-			n++
-		}
-		require.Equal(t, 1, n)
-	}
-
-	start(t, js, cfg)
-	dlq, err := js.Stream(ctx, bus.StreamDLQ)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := dlq.GetLastMsgForSubject(ctx, "agents.dlq.crashy")
-		return err == nil
-	}, waitFor, 10*time.Millisecond)
-	require.Eventually(t, settled(t, js, bus.StreamEvents, "crashy"), waitFor, 10*time.Millisecond)
-	assert.Zero(t, called.Load(), "the handler is not tried beyond MaxDeliver")
 }
 
 func TestRunKeepsOrder(t *testing.T) {
@@ -385,14 +135,8 @@ func TestRunCopiesShareConsumer(t *testing.T) {
 	}
 	// Both copies wait with a pull request before anything is published.
 	require.Eventually(t, func() bool {
-		// The copies create the consumer as they start: until then it is
-		// not found, which is not a failure.
 		c, err := js.Consumer(context.Background(), bus.StreamEvents, "shared")
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(context.Background())
-		return err == nil && info.NumWaiting >= 2
+		return err == nil && c.CachedInfo().NumWaiting >= 2
 	}, waitFor, 10*time.Millisecond)
 
 	publishEvents(t, js, "shared", 1000, 10)
@@ -493,7 +237,10 @@ func TestRunUsesConsumerDefinition(t *testing.T) {
 	start(t, js, cfg)
 
 	publishEvents(t, js, "defined", 1, 1)
-	require.Eventually(t, func() bool { return streamMsgs(t, js, bus.StreamDLQ) == 1 }, waitFor, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(context.Background(), bus.StreamDLQ)
+		return err == nil && s.CachedInfo().State.Msgs == 1
+	}, waitFor, 10*time.Millisecond)
 	info := consumerInfo(t, js, bus.StreamEvents, "defined")
 	assert.Equal(t, "from its file", info.Config.Description)
 	assert.Equal(t, "agents.evt.session.>", info.Config.FilterSubject)
@@ -514,4 +261,22 @@ func TestRunRecreatesDeletedConsumer(t *testing.T) {
 	require.NoError(t, js.DeleteConsumer(context.Background(), bus.StreamEvents, "phoenix"))
 	publishEvents(t, js, "after", 10, 1)
 	require.Eventually(t, func() bool { return seen.distinct() == 20 }, waitFor, 10*time.Millisecond)
+}
+
+func TestRunRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
+	ok := func(context.Context, jetstream.Msg) error { return nil }
+	tests := map[string]bus.RunnerConfig{
+		"no stream":              {Consumer: "c", Handler: ok},
+		"no consumer":            {Stream: bus.StreamEvents, Handler: ok},
+		"consumer with a dot":    {Stream: bus.StreamEvents, Consumer: "a.b", Handler: ok},
+		"consumer with wildcard": {Stream: bus.StreamEvents, Consumer: "a*", Handler: ok},
+		"no handler":             {Stream: bus.StreamEvents, Consumer: "c"},
+		"heartbeat too slow":     {Stream: bus.StreamEvents, Consumer: "c", Handler: ok, IdleHeartbeat: time.Minute},
+	}
+	for name, cfg := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Error(t, bus.Run(context.Background(), nil, cfg))
+		})
+	}
 }

@@ -5,7 +5,6 @@ package bustest
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -18,9 +17,15 @@ import (
 	"github.com/agentbus/agentbus/bus"
 )
 
-// configs remembers how each server was started, so Restart can start it
-// again on the same port and store.
-var configs sync.Map // *server.Server -> bus.EmbeddedConfig
+// instance is one test's server across restarts.
+type instance struct {
+	mu  sync.Mutex
+	cfg bus.EmbeddedConfig
+	srv *server.Server
+}
+
+// instances maps every running server to its instance, for Restart.
+var instances sync.Map // *server.Server -> *instance
 
 // Server starts an embedded server with JetStream (fsync on every write, as
 // in production), provisions every stream and consumer of the nats/ folder,
@@ -28,13 +33,18 @@ var configs sync.Map // *server.Server -> bus.EmbeddedConfig
 // survives Restart. Everything is stopped and removed when the test ends.
 func Server(t testing.TB) (*server.Server, jetstream.JetStream, *nats.Conn) {
 	t.Helper()
-	srv := start(t, bus.EmbeddedConfig{
+	inst := &instance{cfg: bus.EmbeddedConfig{
 		StoreDir: t.TempDir(),
 		Port:     -1,
 		// A fixed cap keeps the streams' size reservations independent of
 		// the free space of the machine running the tests.
 		MaxStore: 64 << 30,
-	})
+	}}
+	srv := inst.start(t)
+	// Registered before any connection's cleanup, so it runs after them,
+	// whichever server is current by then.
+	t.Cleanup(inst.shutdown)
+
 	nc, js := Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -68,27 +78,25 @@ func Connect(t testing.TB, srv *server.Server) (*nats.Conn, jetstream.JetStream)
 // their own. It returns the new server, which replaces srv.
 func Restart(t testing.TB, srv *server.Server) *server.Server {
 	t.Helper()
-	v, ok := configs.Load(srv)
+	v, ok := instances.Load(srv)
 	if !ok {
-		t.Fatalf("bustest: Restart needs a server started by bustest")
+		t.Fatalf("bustest: Restart needs a running server started by Server")
 	}
-	cfg := v.(bus.EmbeddedConfig)
-	cfg.Port = srv.Addr().(*net.TCPAddr).Port
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	configs.Delete(srv)
-	return start(t, cfg)
+	inst := v.(*instance)
+	inst.cfg.Port = srv.Addr().(*net.TCPAddr).Port
+	inst.shutdown()
+	return inst.start(t)
 }
 
-func start(t testing.TB, cfg bus.EmbeddedConfig) *server.Server {
+func (inst *instance) start(t testing.TB) *server.Server {
 	t.Helper()
 	var (
 		srv *server.Server
 		err error
 	)
 	// The port of a server that just stopped can take a moment to free up.
-	for attempt := 0; attempt < 50; attempt++ {
-		if srv, err = bus.StartEmbedded(cfg); err == nil {
+	for range 50 {
+		if srv, err = bus.StartEmbedded(inst.cfg); err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -96,16 +104,22 @@ func start(t testing.TB, cfg bus.EmbeddedConfig) *server.Server {
 	if err != nil {
 		t.Fatalf("bustest: start server: %v", err)
 	}
-	configs.Store(srv, cfg)
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		configs.Delete(srv)
-	})
+	inst.mu.Lock()
+	inst.srv = srv
+	inst.mu.Unlock()
+	instances.Store(srv, inst)
 	return srv
 }
 
-// URL returns the client URL of srv.
-func URL(srv *server.Server) string {
-	return fmt.Sprintf("nats://%s", srv.Addr().String())
+func (inst *instance) shutdown() {
+	inst.mu.Lock()
+	srv := inst.srv
+	inst.srv = nil
+	inst.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	instances.Delete(srv)
 }

@@ -1,0 +1,149 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Handler handles one message delivered by Run. The contract:
+//
+//   - it returns nil: the message is acknowledged and not delivered again;
+//   - it returns an error: the message is negatively acknowledged and
+//     redelivered after the backoff for its delivery count;
+//   - it returns Permanent(err), or fails on the last allowed delivery: the
+//     message is terminated and a copy goes to agents.dlq.<consumer> with the
+//     error in the Agents-Error header, and the runner goes on;
+//   - it panics: that counts as an error.
+//
+// Delivery is at least once, so a handler must be idempotent, keyed by the
+// message id. While it runs, Run tells the server it is still working
+// (InProgress) so a long handler is not redelivered elsewhere. ctx carries the
+// message's traceparent and is not cancelled when Run's context ends, only
+// RunnerConfig.ShutdownTimeout later.
+type Handler func(ctx context.Context, m jetstream.Msg) error
+
+// RunnerConfig configures Run.
+type RunnerConfig struct {
+	// Stream is the stream the consumer reads. Required.
+	Stream string
+	// Consumer is the durable consumer's name, derived from the handler's
+	// stable name (projections, reactions, acl). Required.
+	//
+	// Renaming it creates a new consumer that consumes the stream again
+	// from its first message and leaves the old one behind (on a work queue
+	// the new one is refused while the old one exists): choose it once.
+	Consumer string
+	// Handler handles each message. Required.
+	Handler Handler
+	// Concurrency is how many messages this process handles at once. Several
+	// processes running the same consumer share its messages. Default 1.
+	Concurrency int
+	// OrderKey, when set, makes messages with the same key run one at a time
+	// in stream order (BySubject keeps each subject in order), while
+	// different keys run concurrently. A failed message is redelivered after
+	// its backoff, so later messages of its key may be handled before it.
+	OrderKey func(jetstream.Msg) string
+	// BatchSize is how many messages are fetched ahead of the handlers.
+	// A fetched message's ack wait runs while it waits, so keep BatchSize /
+	// Concurrency × handler time below the ack wait. Default max(16, 2×Concurrency).
+	BatchSize int
+	// MaxDeliver is how many times the handler is tried before the message
+	// is dead-lettered, when the consumer's max_deliver does not say.
+	// Default 5. The consumer is given max_deliver = MaxDeliver+1: the spare
+	// delivery dead-letters, without calling the handler, a message whose
+	// handler never returned (the process crashed on it each time), so a
+	// poison message cannot stall the consumer. Likewise a defined consumer
+	// with max_deliver N gives N-1 handler attempts.
+	MaxDeliver int
+	// Backoff is the redelivery delay after the n-th failed attempt (the
+	// last value repeats), used when the consumer has no backoff of its own.
+	// Default 1s, 5s, 30s, 2m.
+	Backoff []time.Duration
+	// FilterSubjects selects the stream's subjects for a consumer created
+	// from this config; empty means all of them.
+	FilterSubjects []string
+	// AckWait is the ack wait of a consumer created from this config.
+	// Default 30s.
+	AckWait time.Duration
+	// MaxAckPending bounds the unacknowledged messages of a consumer created
+	// from this config, over all processes. Default 1000.
+	MaxAckPending int
+	// IdleHeartbeat is how often the server confirms an idle pull is alive.
+	// When heartbeats stop, the runner pulls again; after three misses in a
+	// row it subscribes anew. Default 5s, at most 15s.
+	IdleHeartbeat time.Duration
+	// ShutdownTimeout is how long in-flight handlers may go on after Run's
+	// context ends before their context is cancelled. Default 30s.
+	ShutdownTimeout time.Duration
+	// Definitions hold the consumer definitions from the nats/ folder; nil
+	// means the embedded ones. A defined consumer is created from its file
+	// when missing and otherwise used as it is (Provision updates it); an
+	// undefined one is created or updated from this config.
+	Definitions *Definitions
+	// Logger receives the runner's log; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *RunnerConfig) setDefaults() error {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = max(16, 2*c.Concurrency)
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 1000
+	}
+	if c.IdleHeartbeat <= 0 {
+		c.IdleHeartbeat = 5 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Definitions == nil {
+		defs, err := DefaultDefinitions()
+		if err != nil {
+			return err
+		}
+		c.Definitions = defs
+	}
+	return nil
+}
+
+// Validate reports a configuration Run cannot work with.
+func (c RunnerConfig) Validate() error {
+	switch {
+	case c.Stream == "":
+		return errors.New("bus: RunnerConfig.Stream is required")
+	case c.Consumer == "":
+		return errors.New("bus: RunnerConfig.Consumer is required")
+	case strings.ContainsAny(c.Consumer, ".*> \t\r\n/\\"):
+		return fmt.Errorf("bus: RunnerConfig.Consumer %q must be a single subject token", c.Consumer)
+	case c.Handler == nil:
+		return errors.New("bus: RunnerConfig.Handler is required")
+	case c.IdleHeartbeat > 15*time.Second:
+		return errors.New("bus: RunnerConfig.IdleHeartbeat must be at most 15s")
+	}
+	return nil
+}
+
+// BySubject is an OrderKey that keeps the messages of each subject in order.
+func BySubject(m jetstream.Msg) string { return m.Subject() }
