@@ -32,6 +32,14 @@ const Consumer = "commands"
 // other error is treated as transient and the message is redelivered.
 type Handler func(ctx context.Context, tx pgx.Tx, cmd command.Command) (state any, err error)
 
+// WithSecret is a handler's state with a part that only the live caller
+// may see (a plaintext API key): the stored result, which a repeated
+// command gets, holds State; the reply to the caller holds Secret.
+type WithSecret struct {
+	State  any
+	Secret any
+}
+
 // Dispatcher routes each command to its handler.
 type Dispatcher struct {
 	pool     *pgxpool.Pool
@@ -74,22 +82,26 @@ func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := json.Unmarshal(msg.Data(), &cmd); err != nil {
 		return bus.Permanent(fmt.Errorf("malformed command on %s: %w", msg.Subject(), err))
 	}
-	result, err := d.run(ctx, cmd)
+	result, secret, err := d.run(ctx, cmd)
 	if err != nil {
 		return err
+	}
+	if secret != nil {
+		result.State = secret
 	}
 	d.reply(msg, result)
 	return nil
 }
 
-func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, error) {
+func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, json.RawMessage, error) {
 	handler, ok := d.handlers[cmd.Aggregate+"."+cmd.Name]
 	if !ok {
-		return d.refuse(ctx, cmd, &command.Error{Kind: command.KindValidation,
+		r, err := d.refuse(ctx, cmd, &command.Error{Kind: command.KindValidation,
 			Message: fmt.Sprintf("unknown command %s.%s", cmd.Aggregate, cmd.Name)})
+		return r, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		result, err := d.attempt(ctx, cmd, handler)
+		result, secret, err := d.attempt(ctx, cmd, handler)
 		if errors.Is(err, postgres.ErrVersionConflict) && attempt < maxConflictRetries {
 			// Jitter keeps contending writers of one aggregate from
 			// colliding again in lockstep.
@@ -98,18 +110,20 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 		}
 		if err != nil {
 			if refusal := d.classify(err); refusal != nil {
-				return d.refuse(ctx, cmd, refusal)
+				r, err := d.refuse(ctx, cmd, refusal)
+				return r, nil, err
 			}
-			return command.Result{}, err
+			return command.Result{}, nil, err
 		}
-		return result, nil
+		return result, secret, nil
 	}
 }
 
 // attempt runs the handler and records the result in one transaction, or
 // returns the result recorded by an earlier delivery of the same command.
-func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, error) {
+func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, error) {
 	var result command.Result
+	var secret json.RawMessage
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String()); err != nil || ok {
 			result = r
@@ -120,6 +134,12 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 			return err
 		}
 		result = command.Result{CommandID: cmd.ID}
+		if ws, ok := state.(WithSecret); ok {
+			if secret, err = json.Marshal(ws.Secret); err != nil {
+				return err
+			}
+			state = ws.State
+		}
 		if state != nil {
 			if result.State, err = json.Marshal(state); err != nil {
 				return err
@@ -130,9 +150,10 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	if postgres.IsUniqueViolation(err) {
 		// Another delivery of the same command committed first: its
 		// result is the one to return.
-		return d.stored(ctx, cmd)
+		r, err := d.stored(ctx, cmd)
+		return r, nil, err
 	}
-	return result, err
+	return result, secret, err
 }
 
 // refuse records a refusal so that a repeat of the command gets the same

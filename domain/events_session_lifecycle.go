@@ -1,0 +1,182 @@
+package domain
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AgentSessionCreatedEvent: a session was created and is Queued.
+type AgentSessionCreatedEvent struct {
+	SessionMeta
+	Name             string     `json:"name"`
+	WorkingDirectory string     `json:"workingDirectory"`
+	Objective        string     `json:"objective"`
+	ModelID          string     `json:"modelId"`
+	TemplateID       *uuid.UUID `json:"templateId,omitempty"`
+	ChainID          *uuid.UUID `json:"chainId,omitempty"`
+	BudgetCapUsd     USD        `json:"budgetCapUsd"`
+}
+
+// AgentSessionStartedEvent: Queued -> Running; the sidecar may be launched.
+type AgentSessionStartedEvent struct {
+	SessionMeta
+	WorkingDirectory string        `json:"workingDirectory"`
+	Objective        string        `json:"objective"`
+	ModelID          string        `json:"modelId"`
+	EnabledSkillIDs  []uuid.UUID   `json:"enabledSkillIds"`
+	ExecutionMode    ExecutionMode `json:"executionMode"`
+	RetryCount       int           `json:"retryCount"`
+}
+
+// AgentSessionTurnBegunEvent: Idle or Interrupted -> Running because a
+// follow-up message started the next turn.
+type AgentSessionTurnBegunEvent struct {
+	SessionMeta
+	From SessionStatus `json:"from"`
+}
+
+// AgentSessionTurnCompletedEvent: a turn ended without final output (Running -> Idle).
+type AgentSessionTurnCompletedEvent struct {
+	SessionMeta
+	TurnCount  int       `json:"turnCount"`
+	LastTurnAt time.Time `json:"lastTurnAt"`
+}
+
+// AgentSessionOutputReadyEvent: a turn delivered output for review (Running -> Idle).
+type AgentSessionOutputReadyEvent struct {
+	SessionMeta
+	FilesChanged    int    `json:"filesChanged"`
+	TestsAdded      int    `json:"testsAdded"`
+	AllTestsPassing bool   `json:"allTestsPassing"`
+	CommitSha       string `json:"commitSha,omitempty"`
+	TurnCount       int    `json:"turnCount"`
+}
+
+// SessionInterruptRequestedEvent: Running -> Interrupting; send `interrupt`.
+type SessionInterruptRequestedEvent struct{ SessionMeta }
+
+// SessionInterruptedEvent: Interrupting -> Interrupted (interrupt_ack).
+type SessionInterruptedEvent struct{ SessionMeta }
+
+// PauseReason says who asked for a pause.
+type PauseReason string
+
+// The pause reasons.
+const (
+	PauseByUser          PauseReason = "user"
+	PauseBudgetExhausted PauseReason = "budget_exhausted"
+)
+
+// SessionPauseRequestedEvent: Running -> Pausing; send `pause`.
+type SessionPauseRequestedEvent struct {
+	SessionMeta
+	Reason PauseReason `json:"reason"`
+}
+
+// SessionPausedEvent: Pausing -> Paused (pause_ack). ExpiresAt is when the
+// pause times out.
+type SessionPausedEvent struct {
+	SessionMeta
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// SessionResumeRequestedEvent: Paused -> Resuming; send `resume`.
+type SessionResumeRequestedEvent struct{ SessionMeta }
+
+// SessionResumedEvent: Resuming -> Running (resume_ack).
+type SessionResumedEvent struct{ SessionMeta }
+
+// SessionCancelRequestedEvent: -> Cancelling; send `stop`.
+type SessionCancelRequestedEvent struct{ SessionMeta }
+
+// SessionCancelledEvent: -> Cancelled (stop_ack, or directly for a Queued
+// session that never had a sidecar).
+type SessionCancelledEvent struct {
+	SessionMeta
+	// Direct is true when no sidecar had to be stopped.
+	Direct bool `json:"direct"`
+}
+
+// AgentSessionApprovedEvent: the owner approved the output (Idle -> Completed).
+type AgentSessionApprovedEvent struct {
+	SessionMeta
+	CommitSha string `json:"commitSha,omitempty"`
+}
+
+// AgentSessionClosedEvent: the owner closed a session without output (Idle -> Completed).
+type AgentSessionClosedEvent struct{ SessionMeta }
+
+// AgentSessionRejectedEvent: the owner rejected the output (Idle -> Failed).
+type AgentSessionRejectedEvent struct {
+	SessionMeta
+	Reason string `json:"reason,omitempty"`
+}
+
+// AgentSessionFailedEvent: the session failed.
+type AgentSessionFailedEvent struct {
+	SessionMeta
+	FailureReason FailureReason `json:"failureReason"`
+	Message       string        `json:"message,omitempty"`
+}
+
+// AgentSessionRetriedEvent: Failed -> Queued.
+type AgentSessionRetriedEvent struct {
+	SessionMeta
+	RetryCount            int    `json:"retryCount"`
+	AdditionalInstruction string `json:"additionalInstruction,omitempty"`
+}
+
+// ContextNearingLimitEvent: the context window crossed the warning threshold.
+type ContextNearingLimitEvent struct {
+	SessionMeta
+	UsagePercent      float64 `json:"usagePercent"`
+	ModelContextLimit int64   `json:"modelContextLimit"`
+}
+
+// ContextExhaustedEvent: Running -> ContextExhausted; start the handoff.
+type ContextExhaustedEvent struct {
+	SessionMeta
+	ChainID *uuid.UUID `json:"chainId,omitempty"`
+}
+
+// SessionVoluntaryHandoffEvent: the agent handed off on its own
+// (Running -> ContextExhausted). It carries the handoff content so the
+// reaction can create the chain's handoff document.
+type SessionVoluntaryHandoffEvent struct {
+	SessionMeta
+	Reason        string     `json:"reason"`
+	Summary       string     `json:"summary"`
+	RemainingWork string     `json:"remainingWork"`
+	ChainID       *uuid.UUID `json:"chainId,omitempty"`
+}
+
+// SessionChainAssignedEvent: the session was linked to a chain.
+type SessionChainAssignedEvent struct {
+	SessionMeta
+	ChainID uuid.UUID `json:"chainId"`
+}
+
+// EventType names.
+func (AgentSessionCreatedEvent) EventType() string       { return "agent_session_created" }
+func (AgentSessionStartedEvent) EventType() string       { return "agent_session_started" }
+func (AgentSessionTurnBegunEvent) EventType() string     { return "agent_session_turn_begun" }
+func (AgentSessionTurnCompletedEvent) EventType() string { return "agent_session_turn_completed" }
+func (AgentSessionOutputReadyEvent) EventType() string   { return "agent_session_output_ready" }
+func (SessionInterruptRequestedEvent) EventType() string { return "session_interrupt_requested" }
+func (SessionInterruptedEvent) EventType() string        { return "session_interrupted" }
+func (SessionPauseRequestedEvent) EventType() string     { return "session_pause_requested" }
+func (SessionPausedEvent) EventType() string             { return "session_paused" }
+func (SessionResumeRequestedEvent) EventType() string    { return "session_resume_requested" }
+func (SessionResumedEvent) EventType() string            { return "session_resumed" }
+func (SessionCancelRequestedEvent) EventType() string    { return "session_cancel_requested" }
+func (SessionCancelledEvent) EventType() string          { return "session_cancelled" }
+func (AgentSessionApprovedEvent) EventType() string      { return "agent_session_approved" }
+func (AgentSessionClosedEvent) EventType() string        { return "agent_session_closed" }
+func (AgentSessionRejectedEvent) EventType() string      { return "agent_session_rejected" }
+func (AgentSessionFailedEvent) EventType() string        { return "agent_session_failed" }
+func (AgentSessionRetriedEvent) EventType() string       { return "agent_session_retried" }
+func (ContextNearingLimitEvent) EventType() string       { return "context_nearing_limit" }
+func (ContextExhaustedEvent) EventType() string          { return "context_exhausted" }
+func (SessionVoluntaryHandoffEvent) EventType() string   { return "session_voluntary_handoff" }
+func (SessionChainAssignedEvent) EventType() string      { return "session_chain_assigned" }

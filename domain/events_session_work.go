@@ -1,0 +1,159 @@
+package domain
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SessionWaitingForInputEvent: the agent asked a question (Running -> WaitingForInput).
+type SessionWaitingForInputEvent struct {
+	SessionMeta
+	QuestionContent string    `json:"questionContent"`
+	Options         []string  `json:"options,omitempty"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+}
+
+// SessionInputReceivedEvent: the question was answered (WaitingForInput -> Running);
+// send `answer_question`.
+type SessionInputReceivedEvent struct {
+	SessionMeta
+	Answer string `json:"answer"`
+	// ByTimeout is true when the configured default answer was used.
+	ByTimeout bool `json:"byTimeout"`
+}
+
+// SessionInputTimedOutEvent: nobody answered the question in time.
+type SessionInputTimedOutEvent struct {
+	SessionMeta
+	DefaultAnswerUsed bool `json:"defaultAnswerUsed"`
+}
+
+// SessionPauseTimedOutEvent: the session stayed paused too long and fails.
+type SessionPauseTimedOutEvent struct {
+	SessionMeta
+	PausedAt time.Time `json:"pausedAt"`
+}
+
+// SessionPlanCreatedEvent: the agent entered plan mode.
+type SessionPlanCreatedEvent struct{ SessionMeta }
+
+// SessionPlanPendingApprovalEvent: the agent submitted its plan.
+type SessionPlanPendingApprovalEvent struct {
+	SessionMeta
+	RequiresApproval bool `json:"requiresApproval"`
+	PlanVersion      int  `json:"planVersion"`
+}
+
+// SessionPlanApprovedEvent: the plan was approved (by the owner, or
+// automatically when no approval is required); send `plan_decision`.
+type SessionPlanApprovedEvent struct {
+	SessionMeta
+	Automatic bool `json:"automatic"`
+}
+
+// SessionPlanRejectedEvent: the owner rejected the plan; the feedback goes
+// to the agent so it can revise.
+type SessionPlanRejectedEvent struct {
+	SessionMeta
+	Feedback string `json:"feedback"`
+}
+
+// SessionTaskListUpdatedEvent: the agent's task list was replaced.
+type SessionTaskListUpdatedEvent struct {
+	SessionMeta
+	TaskCount      int `json:"taskCount"`
+	CompletedCount int `json:"completedCount"`
+}
+
+// SessionSkillEnabledEvent: a skill was enabled on the session.
+type SessionSkillEnabledEvent struct {
+	SessionMeta
+	SkillID uuid.UUID `json:"skillId"`
+}
+
+// SessionSkillDisabledEvent: a skill was disabled on the session.
+type SessionSkillDisabledEvent struct {
+	SessionMeta
+	SkillID uuid.UUID `json:"skillId"`
+}
+
+// SessionReloadRequestedEvent: send `reload_config` with the composed config.
+type SessionReloadRequestedEvent struct {
+	SessionMeta
+	EnabledSkillIDs []uuid.UUID `json:"enabledSkillIds"`
+}
+
+// SessionReloadedEvent: the sidecar runs the new configuration (reload_config_ack).
+type SessionReloadedEvent struct{ SessionMeta }
+
+// SessionMetricsUpdatedEvent: a usage report was recorded.
+type SessionMetricsUpdatedEvent struct {
+	SessionMeta
+	TotalCostUsd              USD        `json:"totalCostUsd"`
+	ContextWindowUsagePercent float64    `json:"contextWindowUsagePercent"`
+	TurnCount                 int        `json:"turnCount"`
+	SubAgentID                *uuid.UUID `json:"subAgentId,omitempty"`
+}
+
+// SessionBudgetWarningEvent: spend crossed WarnAtPercent of the cap (once per cap).
+type SessionBudgetWarningEvent struct {
+	SessionMeta
+	SpentUsd    USD     `json:"spentUsd"`
+	CapUsd      USD     `json:"capUsd"`
+	PercentUsed float64 `json:"percentUsed"`
+}
+
+// SessionBudgetExhaustedEvent: spend reached the cap (once per cap); a
+// running session is asked to pause.
+type SessionBudgetExhaustedEvent struct {
+	SessionMeta
+	SpentUsd USD `json:"spentUsd"`
+	CapUsd   USD `json:"capUsd"`
+}
+
+// SessionBudgetRaisedEvent: the owner raised the cap.
+type SessionBudgetRaisedEvent struct {
+	SessionMeta
+	PreviousCapUsd USD `json:"previousCapUsd"`
+	CapUsd         USD `json:"capUsd"`
+	SpentUsd       USD `json:"spentUsd"`
+}
+
+// SessionAutoContinuedEvent: validation failed after a turn and the
+// session continues on its own.
+type SessionAutoContinuedEvent struct {
+	SessionMeta
+	ContinuationCount int `json:"continuationCount"`
+	MaxContinuations  int `json:"maxContinuations"`
+}
+
+// AgentAPITaskCreatedEvent: the agent created a follow-up task through the
+// agent API.
+type AgentAPITaskCreatedEvent struct {
+	SessionMeta
+	CreatedTaskID uuid.UUID  `json:"createdTaskId"`
+	LinkedTaskID  *uuid.UUID `json:"linkedTaskId,omitempty"`
+	Source        string     `json:"source"`
+}
+
+// EventType names.
+func (SessionWaitingForInputEvent) EventType() string     { return "session_waiting_for_input" }
+func (SessionInputReceivedEvent) EventType() string       { return "session_input_received" }
+func (SessionInputTimedOutEvent) EventType() string       { return "session_input_timed_out" }
+func (SessionPauseTimedOutEvent) EventType() string       { return "session_pause_timed_out" }
+func (SessionPlanCreatedEvent) EventType() string         { return "session_plan_created" }
+func (SessionPlanPendingApprovalEvent) EventType() string { return "session_plan_pending_approval" }
+func (SessionPlanApprovedEvent) EventType() string        { return "session_plan_approved" }
+func (SessionPlanRejectedEvent) EventType() string        { return "session_plan_rejected" }
+func (SessionTaskListUpdatedEvent) EventType() string     { return "session_task_list_updated" }
+func (SessionSkillEnabledEvent) EventType() string        { return "session_skill_enabled" }
+func (SessionSkillDisabledEvent) EventType() string       { return "session_skill_disabled" }
+func (SessionReloadRequestedEvent) EventType() string     { return "session_reload_requested" }
+func (SessionReloadedEvent) EventType() string            { return "session_reloaded" }
+func (SessionMetricsUpdatedEvent) EventType() string      { return "session_metrics_updated" }
+func (SessionBudgetWarningEvent) EventType() string       { return "session_budget_warning" }
+func (SessionBudgetExhaustedEvent) EventType() string     { return "session_budget_exhausted" }
+func (SessionBudgetRaisedEvent) EventType() string        { return "session_budget_raised" }
+func (SessionAutoContinuedEvent) EventType() string       { return "session_auto_continued" }
+func (AgentAPITaskCreatedEvent) EventType() string        { return "agent_api_task_created" }

@@ -1,0 +1,55 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// APIKeyPrefix starts every session API key, so a leaked key is easy to
+// recognise in logs and secret scanners.
+const APIKeyPrefix = "abk_"
+
+// apiKeyEntropyBytes is the key's randomness (256 bits).
+const apiKeyEntropyBytes = 32
+
+// HashAPIKey returns the hex SHA-256 of a plaintext key: what is stored,
+// and what the agent API looks a presented key up by.
+func HashAPIKey(plaintext string) string {
+	sum := sha256.Sum256([]byte(plaintext))
+	return hex.EncodeToString(sum[:])
+}
+
+// GenerateAPIKey creates the session's agent API key from entropy (pass
+// crypto/rand.Reader), stores only its SHA-256 and returns the plaintext,
+// which is never available again. It is allowed while the session is
+// Queued: a retried session gets a fresh key for its new sidecar, and once
+// started the hash is immutable.
+func (s *AgentSession) GenerateAPIKey(entropy io.Reader) (string, error) {
+	if err := s.allow(OpGenerateAPIKey); err != nil {
+		return "", err
+	}
+	if entropy == nil {
+		return "", invalid("entropy", "a random source is required")
+	}
+	buf := make([]byte, apiKeyEntropyBytes)
+	if _, err := io.ReadFull(entropy, buf); err != nil {
+		return "", fmt.Errorf("generate api key: %w", err)
+	}
+	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(buf)
+	s.apiKeyHash = HashAPIKey(key)
+	return key, nil
+}
+
+// VerifyAPIKey reports, in constant time, whether plaintext is the
+// session's key.
+func (s *AgentSession) VerifyAPIKey(plaintext string) bool {
+	if s.apiKeyHash == "" || !strings.HasPrefix(plaintext, APIKeyPrefix) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(HashAPIKey(plaintext)), []byte(s.apiKeyHash)) == 1
+}

@@ -1,0 +1,204 @@
+package domain
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The lifecycle requests are two-phase: the request moves the session to
+// an intermediate status and raises an event the reactions turn into a
+// sidecar command; the sidecar's ack confirms the final status. The
+// intermediate status is what refuses a duplicate request.
+
+// RequestInterrupt asks the sidecar to stop the current turn: Running -> Interrupting.
+func (s *AgentSession) RequestInterrupt(now time.Time) error {
+	to, err := s.target(OpRequestInterrupt, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionInterruptRequestedEvent{SessionMeta: s.meta(now)})
+	return nil
+}
+
+// ConfirmInterrupted records the interrupt_ack: Interrupting -> Interrupted.
+func (s *AgentSession) ConfirmInterrupted(now time.Time) error {
+	to, err := s.target(OpConfirmInterrupted, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionInterruptedEvent{SessionMeta: s.meta(now)})
+	return nil
+}
+
+// RequestPause asks the sidecar to suspend execution: Running -> Pausing.
+func (s *AgentSession) RequestPause(now time.Time) error {
+	return s.requestPause(PauseByUser, now)
+}
+
+func (s *AgentSession) requestPause(reason PauseReason, now time.Time) error {
+	to, err := s.target(OpRequestPause, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: reason})
+	return nil
+}
+
+// ConfirmPaused records the pause_ack: Pausing -> Paused. The pause
+// times out after Timeouts().Pause (see ExpirePause).
+func (s *AgentSession) ConfirmPaused(now time.Time) error {
+	to, err := s.target(OpConfirmPaused, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionPausedEvent{SessionMeta: s.meta(now), ExpiresAt: now.UTC().Add(s.timeouts.Pause)})
+	return nil
+}
+
+// RequestResume asks the sidecar to continue: Paused -> Resuming. A
+// session whose cap is spent cannot resume until the cap is raised.
+func (s *AgentSession) RequestResume(now time.Time) error {
+	to, err := s.target(OpRequestResume, CaseNone)
+	if err != nil {
+		return err
+	}
+	if s.budget.IsSpent() {
+		return s.refuse(OpRequestResume, ErrBudgetExhausted)
+	}
+	s.moveTo(to, now)
+	s.raise(SessionResumeRequestedEvent{SessionMeta: s.meta(now)})
+	return nil
+}
+
+// ConfirmResumed records the resume_ack: Resuming -> Running. The ack is a
+// fact and is never refused; if late usage spent the cap meanwhile, the
+// session is asked to pause again at once (Resuming -> Pausing).
+func (s *AgentSession) ConfirmResumed(now time.Time) error {
+	c := CaseNone
+	if s.budget.IsSpent() {
+		c = CaseHardCapSpent
+	}
+	to, err := s.target(OpConfirmResumed, c)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionResumedEvent{SessionMeta: s.meta(now)})
+	if to == StatusPausing {
+		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted})
+	}
+	return nil
+}
+
+// RequestCancel stops the session. A session with a sidecar goes to
+// Cancelling until the stop_ack; a Queued session has none and is
+// Cancelled at once. Intermediate and terminal statuses refuse.
+func (s *AgentSession) RequestCancel(now time.Time) error {
+	to, err := s.target(OpRequestCancel, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	if to == StatusCancelled {
+		s.raise(SessionCancelledEvent{SessionMeta: s.meta(now), Direct: true})
+		return nil
+	}
+	s.raise(SessionCancelRequestedEvent{SessionMeta: s.meta(now)})
+	return nil
+}
+
+// ConfirmCancelled records the stop_ack: Cancelling -> Cancelled. It also
+// cancels a Queued session directly, which never had a sidecar.
+func (s *AgentSession) ConfirmCancelled(now time.Time) error {
+	from := s.status
+	to, err := s.target(OpConfirmCancelled, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionCancelledEvent{SessionMeta: s.meta(now), Direct: from == StatusQueued})
+	return nil
+}
+
+// RecordContextExhausted records that the context window is full:
+// Running -> ContextExhausted. The work continues in a new session of the
+// session's chain.
+func (s *AgentSession) RecordContextExhausted(now time.Time) error {
+	to, err := s.target(OpRecordContextExhausted, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(ContextExhaustedEvent{SessionMeta: s.meta(now), ChainID: clonePtr(s.chainID)})
+	return nil
+}
+
+// RecordVoluntaryHandoff records that the agent chose to hand off although
+// capacity remains: Running -> ContextExhausted, same workflow as a forced
+// exhaustion, with the handoff content carried by the event.
+func (s *AgentSession) RecordVoluntaryHandoff(reason, summary, remainingWork string, now time.Time) error {
+	to, err := s.target(OpRecordVoluntaryHandoff, CaseNone)
+	if err != nil {
+		return err
+	}
+	if reason, err = requireText("reason", reason, 1, MaxFeedbackChars); err != nil {
+		return err
+	}
+	if summary, err = requireText("summary", summary, 1, MaxHandoffChars); err != nil {
+		return err
+	}
+	if remainingWork, err = requireText("remainingWork", remainingWork, 1, MaxHandoffChars); err != nil {
+		return err
+	}
+	s.moveTo(to, now)
+	s.raise(SessionVoluntaryHandoffEvent{
+		SessionMeta: s.meta(now), Reason: reason, Summary: summary, RemainingWork: remainingWork,
+		ChainID: clonePtr(s.chainID),
+	})
+	return nil
+}
+
+// RecordContextNearingLimit raises the warning that the context window is
+// nearly full, so the owner can expect a handoff. Status is unchanged.
+func (s *AgentSession) RecordContextNearingLimit(usagePercent float64, now time.Time) error {
+	if err := s.allow(OpRecordContextNearingLimit); err != nil {
+		return err
+	}
+	if !(usagePercent > 0 && usagePercent <= 100) {
+		return invalid("usagePercent", "must be within (0, 100]")
+	}
+	var limit int64
+	if s.metrics.ContextWindow != nil {
+		limit = s.metrics.ContextWindow.ModelContextLimit
+	}
+	s.updatedAt = now.UTC()
+	s.raise(ContextNearingLimitEvent{SessionMeta: s.meta(now), UsagePercent: usagePercent, ModelContextLimit: limit})
+	return nil
+}
+
+// AssignToChain links the session to the chain continuing its work. It
+// is set once (chains are created lazily, after the first exhaustion);
+// assigning the same chain again is a no-op.
+func (s *AgentSession) AssignToChain(chainID uuid.UUID, now time.Time) error {
+	if err := s.allow(OpAssignToChain); err != nil {
+		return err
+	}
+	if err := requireID("chainId", chainID); err != nil {
+		return err
+	}
+	if s.chainID != nil {
+		if *s.chainID == chainID {
+			return nil
+		}
+		return s.refuse(OpAssignToChain, ErrAlreadyInChain)
+	}
+	s.chainID = &chainID
+	s.updatedAt = now.UTC()
+	s.raise(SessionChainAssignedEvent{SessionMeta: s.meta(now), ChainID: chainID})
+	return nil
+}

@@ -1,0 +1,76 @@
+package domain
+
+import (
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EnableSkill adds an active skill of the same owner to the session. Only
+// an Idle or Interrupted session may change skills, so a turn never runs
+// with half a configuration; follow with RequestReload to hot-load it.
+func (s *AgentSession) EnableSkill(skill *AgentSkill, now time.Time) error {
+	if err := s.allow(OpEnableSkill); err != nil {
+		return err
+	}
+	if skill == nil {
+		return invalid("skillId", "must be set")
+	}
+	if skill.OwnerID() != s.ownerID {
+		return &NotFoundError{Entity: "AgentSkill", ID: skill.ID().String()}
+	}
+	if !skill.IsActive() {
+		return s.refuse(OpEnableSkill, ErrSkillInactive)
+	}
+	if slices.Contains(s.enabledSkillIDs, skill.ID()) {
+		return s.refuse(OpEnableSkill, ErrSkillAlreadyEnabled)
+	}
+	s.enabledSkillIDs = append(s.enabledSkillIDs, skill.ID())
+	s.updatedAt = now.UTC()
+	s.raise(SessionSkillEnabledEvent{SessionMeta: s.meta(now), SkillID: skill.ID()})
+	return nil
+}
+
+// DisableSkill removes a skill from the session (Idle or Interrupted only).
+func (s *AgentSession) DisableSkill(skillID uuid.UUID, now time.Time) error {
+	if err := s.allow(OpDisableSkill); err != nil {
+		return err
+	}
+	i := slices.Index(s.enabledSkillIDs, skillID)
+	if i < 0 {
+		return s.refuse(OpDisableSkill, ErrSkillNotEnabled)
+	}
+	s.enabledSkillIDs = slices.Delete(s.enabledSkillIDs, i, i+1)
+	s.updatedAt = now.UTC()
+	s.raise(SessionSkillDisabledEvent{SessionMeta: s.meta(now), SkillID: skillID})
+	return nil
+}
+
+// RequestReload asks the sidecar to reload the composed configuration
+// (after skills changed). Idle or Interrupted only; asking again before
+// the ack is allowed and simply reloads again.
+func (s *AgentSession) RequestReload(now time.Time) error {
+	if err := s.allow(OpRequestReload); err != nil {
+		return err
+	}
+	s.reloadPending = true
+	s.updatedAt = now.UTC()
+	s.raise(SessionReloadRequestedEvent{SessionMeta: s.meta(now), EnabledSkillIDs: cloneIDs(s.enabledSkillIDs)})
+	return nil
+}
+
+// ConfirmReloaded records the reload_config_ack. The ack is accepted in
+// any status with a live sidecar, since a turn may have begun meanwhile.
+func (s *AgentSession) ConfirmReloaded(now time.Time) error {
+	if err := s.allow(OpConfirmReloaded); err != nil {
+		return err
+	}
+	if !s.reloadPending {
+		return s.refuse(OpConfirmReloaded, ErrNoReloadPending)
+	}
+	s.reloadPending = false
+	s.updatedAt = now.UTC()
+	s.raise(SessionReloadedEvent{SessionMeta: s.meta(now)})
+	return nil
+}

@@ -1,0 +1,136 @@
+package domain
+
+import (
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AgentSessionSnapshot is the full state of an AgentSession as plain
+// values: what a repository stores and reads back. Only persistence should
+// build one by hand.
+type AgentSessionSnapshot struct {
+	ID                uuid.UUID           `json:"id"`
+	OwnerID           uuid.UUID           `json:"ownerId"`
+	TemplateID        *uuid.UUID          `json:"templateId,omitempty"`
+	ChainID           *uuid.UUID          `json:"chainId,omitempty"`
+	Name              string              `json:"name"`
+	WorkingDirectory  string              `json:"workingDirectory"`
+	Objective         string              `json:"objective"`
+	ModelID           string              `json:"modelId"`
+	EnabledSkillIDs   []uuid.UUID         `json:"enabledSkillIds"`
+	Status            SessionStatus       `json:"status"`
+	HasPendingReview  bool                `json:"hasPendingReview"`
+	ExecutionMode     ExecutionMode       `json:"executionMode"`
+	Budget            SessionBudget       `json:"budget"`
+	Metrics           SessionMetrics      `json:"metrics"`
+	AutoContinue      *AutoContinueConfig `json:"autoContinue,omitempty"`
+	TaskList          *SessionTaskList    `json:"taskList,omitempty"`
+	Plan              *SessionPlan        `json:"plan,omitempty"`
+	APIKeyHash        string              `json:"apiKeyHash,omitempty"`
+	Output            *SessionOutput      `json:"output,omitempty"`
+	Failure           *Failure            `json:"failure,omitempty"`
+	RetryCount        int                 `json:"retryCount"`
+	RetryInstruction  string              `json:"retryInstruction,omitempty"`
+	ToolApproval      ToolApprovalPolicy  `json:"toolApproval"`
+	Timeouts          SessionTimeouts     `json:"timeouts"`
+	PendingQuestion   *UserQuestion       `json:"pendingQuestion,omitempty"`
+	PendingPermission *PermissionRequest  `json:"pendingPermission,omitempty"`
+	PausedAt          *time.Time          `json:"pausedAt,omitempty"`
+	ReloadPending     bool                `json:"reloadPending"`
+	StartedAt         *time.Time          `json:"startedAt,omitempty"`
+	CompletedAt       *time.Time          `json:"completedAt,omitempty"`
+	CreatedAt         time.Time           `json:"createdAt"`
+	UpdatedAt         time.Time           `json:"updatedAt"`
+	// Version is the stored version, for the optimistic lock.
+	Version int64 `json:"version"`
+}
+
+// Snapshot returns the session's state as plain values (deep copies).
+func (s *AgentSession) Snapshot() AgentSessionSnapshot {
+	return AgentSessionSnapshot{
+		ID: s.id, OwnerID: s.ownerID, TemplateID: s.TemplateID(), ChainID: s.ChainID(),
+		Name: s.name, WorkingDirectory: s.workingDirectory, Objective: s.objective, ModelID: s.modelID,
+		EnabledSkillIDs: s.EnabledSkillIDs(), Status: s.status, HasPendingReview: s.hasPendingReview,
+		ExecutionMode: s.executionMode, Budget: s.budget, Metrics: s.Metrics(),
+		AutoContinue: s.AutoContinue(), TaskList: s.TaskList(), Plan: s.Plan(),
+		APIKeyHash: s.apiKeyHash, Output: s.Output(), Failure: s.Failure(),
+		RetryCount: s.retryCount, RetryInstruction: s.retryInstruction,
+		ToolApproval: s.ToolApproval(), Timeouts: s.timeouts,
+		PendingQuestion: s.PendingQuestion(), PendingPermission: s.PendingPermission(),
+		PausedAt: s.PausedAt(), ReloadPending: s.reloadPending,
+		StartedAt: s.StartedAt(), CompletedAt: s.CompletedAt(),
+		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Version: s.version,
+	}
+}
+
+// UnmarshalAgentSessionFromDatabase rebuilds a session from its stored
+// state. It is for repositories only: it raises no event and checks only
+// that the state is one the model can produce, so corrupt rows fail loudly
+// instead of misbehaving later.
+func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession, error) {
+	if err := requireID("id", snap.ID); err != nil {
+		return nil, err
+	}
+	if err := requireID("ownerId", snap.OwnerID); err != nil {
+		return nil, err
+	}
+	if !snap.Status.IsValid() {
+		return nil, invalid("status", "unknown session status %q", snap.Status)
+	}
+	if !snap.ExecutionMode.IsValid() {
+		return nil, invalid("executionMode", "unknown execution mode %q", snap.ExecutionMode)
+	}
+	if snap.Objective == "" || snap.Name == "" || snap.ModelID == "" || snap.WorkingDirectory == "" {
+		return nil, invalid("session", "objective, name, model and working directory must be set")
+	}
+	if err := snap.Budget.Validate(); err != nil {
+		return nil, err
+	}
+	if err := snap.ToolApproval.Validate(); err != nil {
+		return nil, err
+	}
+	if err := snap.Timeouts.Validate(); err != nil {
+		return nil, err
+	}
+	if snap.RetryCount < 0 || snap.RetryCount > MaxRetries {
+		return nil, invalid("retryCount", "must be between 0 and %d", MaxRetries)
+	}
+	if snap.Status == StatusWaitingForInput && snap.PendingQuestion == nil {
+		return nil, invalid("pendingQuestion", "a session waiting for input must have a question")
+	}
+	if snap.Status == StatusWaitingForApproval && snap.PendingPermission == nil &&
+		(snap.Plan == nil || snap.Plan.Status != PlanPendingApproval) {
+		return nil, invalid("status", "a session waiting for approval must have a plan or a tool use pending")
+	}
+	s := &AgentSession{
+		id: snap.ID, ownerID: snap.OwnerID, templateID: clonePtr(snap.TemplateID), chainID: clonePtr(snap.ChainID),
+		name: snap.Name, workingDirectory: snap.WorkingDirectory, objective: snap.Objective, modelID: snap.ModelID,
+		enabledSkillIDs: cloneIDs(snap.EnabledSkillIDs), status: snap.Status, hasPendingReview: snap.HasPendingReview,
+		executionMode: snap.ExecutionMode, budget: snap.Budget, metrics: snap.Metrics.clone(),
+		autoContinue: cloneAutoContinue(snap.AutoContinue),
+		apiKeyHash:   snap.APIKeyHash, output: clonePtr(snap.Output), failure: clonePtr(snap.Failure),
+		retryCount: snap.RetryCount, retryInstruction: snap.RetryInstruction,
+		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts,
+		permission: clonePtr(snap.PendingPermission), pausedAt: clonePtr(snap.PausedAt),
+		reloadPending: snap.ReloadPending, startedAt: clonePtr(snap.StartedAt), completedAt: clonePtr(snap.CompletedAt),
+		createdAt: snap.CreatedAt, updatedAt: snap.UpdatedAt, version: snap.Version,
+	}
+	if snap.TaskList != nil {
+		l := *snap.TaskList
+		l.Tasks = slices.Clone(l.Tasks)
+		s.taskList = &l
+	}
+	if snap.Plan != nil {
+		p := *snap.Plan
+		p.ApprovedAt = clonePtr(p.ApprovedAt)
+		s.plan = &p
+	}
+	if snap.PendingQuestion != nil {
+		q := *snap.PendingQuestion
+		q.Options = slices.Clone(q.Options)
+		s.question = &q
+	}
+	return s, nil
+}

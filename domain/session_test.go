@@ -1,0 +1,409 @@
+package domain_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/domain"
+)
+
+func TestNewAgentSession(t *testing.T) {
+	t.Parallel()
+	tmpl := uuid.New()
+	tests := []struct {
+		name    string
+		mutate  func(*domain.NewSessionParams)
+		wantErr string // the failing field, "" for success
+	}{
+		{"valid", func(p *domain.NewSessionParams) {}, ""},
+		{"with template and skills", func(p *domain.NewSessionParams) {
+			p.TemplateID, p.EnabledSkillIDs = &tmpl, []uuid.UUID{uuid.New(), uuid.New()}
+		}, ""},
+		{"objective 2000 chars", func(p *domain.NewSessionParams) { p.Objective = strings.Repeat("o", 2000) }, ""},
+		{"objective too long", func(p *domain.NewSessionParams) { p.Objective = strings.Repeat("o", 2001) }, "objective"},
+		{"objective empty", func(p *domain.NewSessionParams) { p.Objective = " " }, "objective"},
+		{"name too long", func(p *domain.NewSessionParams) { p.Name = strings.Repeat("n", 201) }, "name"},
+		{"relative directory", func(p *domain.NewSessionParams) { p.WorkingDirectory = "repo" }, "workingDirectory"},
+		{"no model", func(p *domain.NewSessionParams) { p.ModelID = "" }, "modelId"},
+		{"no owner", func(p *domain.NewSessionParams) { p.OwnerID = uuid.Nil }, "ownerId"},
+		{"zero cap", func(p *domain.NewSessionParams) { p.Budget.HardCapUsd = 0 }, "budget.hardCapUsd"},
+		{"warn at 100", func(p *domain.NewSessionParams) { p.Budget.WarnAtPercent = 100 }, "budget.warnAtPercent"},
+		{"duplicate skill", func(p *domain.NewSessionParams) { id := uuid.New(); p.EnabledSkillIDs = []uuid.UUID{id, id} }, "enabledSkillIds"},
+		{"unknown mode", func(p *domain.NewSessionParams) { p.ExecutionMode = "Batch" }, "executionMode"},
+		{"bad auto-continue", func(p *domain.NewSessionParams) { p.AutoContinue = &domain.AutoContinueConfig{} }, "autoContinue.maxContinuations"},
+		{"bad policy", func(p *domain.NewSessionParams) {
+			p.ToolApproval = &domain.ToolApprovalPolicy{Mode: domain.ApprovalList, Timeout: 1, OnTimeout: domain.TimeoutDeny}
+		}, "toolApproval.tools"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := newSessionParams()
+			tt.mutate(&p)
+			s, err := domain.NewAgentSession(p)
+			if tt.wantErr != "" {
+				var ve *domain.ValidationError
+				require.ErrorAs(t, err, &ve)
+				assert.Equal(t, tt.wantErr, ve.Field())
+				assert.Equal(t, domain.KindValidation, ve.Kind())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, domain.StatusQueued, s.Status())
+			assert.True(t, strings.HasPrefix(p.Objective, strings.TrimSuffix(s.Name(), "…")), "the name defaults to the objective's first line")
+			assert.LessOrEqual(t, len([]rune(s.Name())), domain.MaxSessionNameChars)
+			assert.Equal(t, domain.ModeStandalone, s.ExecutionMode())
+			assert.Equal(t, domain.DefaultWarnAtPercent, s.Budget().WarnAtPercent)
+			assert.Equal(t, domain.DefaultToolApprovalPolicy(), s.ToolApproval())
+			assert.Equal(t, domain.DefaultSessionTimeouts(), s.Timeouts())
+			assert.Equal(t, int64(0), s.Version())
+			assert.Equal(t, []string{"agent_session_created"}, eventTypes(s.PopEvents()))
+		})
+	}
+}
+
+func TestSessionHappyPath(t *testing.T) {
+	t.Parallel()
+	s, err := domain.NewAgentSession(newSessionParams())
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Start(t0), domain.ErrNoAPIKey, "a session starts with its API key")
+	key, err := s.GenerateAPIKey(entropy())
+	require.NoError(t, err)
+	require.NoError(t, s.Start(t0.Add(1)))
+	require.NotNil(t, s.StartedAt())
+	assert.Equal(t, "Add retries to the HTTP client", s.Name())
+
+	require.NoError(t, s.RecordOutput(domain.SessionOutput{OutputLineCount: 120, FilesChanged: 3, TestsAdded: 2,
+		AllTestsPassing: true, CommitSha: strings.Repeat("ab", 20)}, t0.Add(2)))
+	assert.Equal(t, domain.StatusIdle, s.Status())
+	assert.True(t, s.HasPendingReview())
+
+	require.ErrorIs(t, s.Close(t0.Add(3)), domain.ErrPendingReview)
+	require.NoError(t, s.ApproveOutput(t0.Add(3)))
+	assert.Equal(t, domain.StatusCompleted, s.Status())
+	assert.False(t, s.HasPendingReview())
+	require.NotNil(t, s.CompletedAt())
+	assert.Equal(t, t0.Add(3), *s.CompletedAt())
+
+	events := s.PopEvents()
+	assert.Equal(t, []string{"agent_session_created", "agent_session_started", "agent_session_output_ready", "agent_session_approved"}, eventTypes(events))
+	approved := events[3].(domain.AgentSessionApprovedEvent)
+	assert.Equal(t, strings.Repeat("ab", 20), approved.CommitSha)
+	assert.Equal(t, ownerID, approved.AggregateOwnerID())
+	assert.True(t, s.VerifyAPIKey(key))
+}
+
+func TestSessionReviewGuards(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		review  bool
+		call    func(*domain.AgentSession) error
+		wantErr error
+		want    domain.SessionStatus
+	}{
+		{"approve without review", false, func(s *domain.AgentSession) error { return s.ApproveOutput(t0) }, domain.ErrNoPendingReview, domain.StatusIdle},
+		{"reject without review", false, func(s *domain.AgentSession) error { return s.RejectOutput("", t0) }, domain.ErrNoPendingReview, domain.StatusIdle},
+		{"close with review", true, func(s *domain.AgentSession) error { return s.Close(t0) }, domain.ErrPendingReview, domain.StatusIdle},
+		{"close without review", false, func(s *domain.AgentSession) error { return s.Close(t0) }, nil, domain.StatusCompleted},
+		{"reject with review", true, func(s *domain.AgentSession) error { return s.RejectOutput("no tests", t0) }, nil, domain.StatusFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			snap := snapshotIn(t, domain.StatusIdle)
+			snap.HasPendingReview = tt.review
+			s := load(t, snap)
+			err := tt.call(s)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				require.ErrorIs(t, err, domain.ErrConflict)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, s.Status())
+		})
+	}
+	t.Run("rejection records the reason", func(t *testing.T) {
+		snap := snapshotIn(t, domain.StatusIdle)
+		snap.HasPendingReview = true
+		s := load(t, snap)
+		require.NoError(t, s.RejectOutput("no tests", t0))
+		require.NotNil(t, s.Failure())
+		assert.Equal(t, domain.Failure{Reason: domain.FailureVerificationFailed, Message: "no tests"}, *s.Failure())
+		assert.False(t, s.HasPendingReview())
+	})
+}
+
+func TestSessionTwoPhaseLifecycle(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	steps := []struct {
+		call  func() error
+		want  domain.SessionStatus
+		event string
+	}{
+		{func() error { return s.RequestPause(t0) }, domain.StatusPausing, "session_pause_requested"},
+		{func() error { return s.ConfirmPaused(t0) }, domain.StatusPaused, "session_paused"},
+		{func() error { return s.RequestResume(t0) }, domain.StatusResuming, "session_resume_requested"},
+		{func() error { return s.ConfirmResumed(t0) }, domain.StatusRunning, "session_resumed"},
+		{func() error { return s.RequestInterrupt(t0) }, domain.StatusInterrupting, "session_interrupt_requested"},
+		{func() error { return s.ConfirmInterrupted(t0) }, domain.StatusInterrupted, "session_interrupted"},
+		{func() error { return s.BeginTurn(t0) }, domain.StatusRunning, "agent_session_turn_begun"},
+		{func() error { return s.RequestCancel(t0) }, domain.StatusCancelling, "session_cancel_requested"},
+		{func() error { return s.ConfirmCancelled(t0) }, domain.StatusCancelled, "session_cancelled"},
+	}
+	for _, step := range steps {
+		require.NoError(t, step.call())
+		assert.Equal(t, step.want, s.Status())
+		assert.Equal(t, []string{step.event}, eventTypes(s.PopEvents()))
+	}
+	require.ErrorIs(t, s.ConfirmCancelled(t0), domain.ErrInvalidTransition, "a duplicate ack is refused")
+}
+
+func TestSessionDuplicateRequestsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	require.NoError(t, s.RequestPause(t0))
+	err := s.RequestPause(t0)
+	var te *domain.TransitionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "Pausing", te.CurrentStatus())
+	assert.Equal(t, "cannot RequestPause: AgentSession is Pausing: operation not allowed in the current status", err.Error())
+	require.ErrorIs(t, s.RequestCancel(t0), domain.ErrInvalidTransition, "no cancel while a pause is pending")
+}
+
+func TestCancelQueuedSessionDirectly(t *testing.T) {
+	t.Parallel()
+	for _, cancel := range []func(*domain.AgentSession) error{
+		func(s *domain.AgentSession) error { return s.RequestCancel(t0) },
+		func(s *domain.AgentSession) error { return s.ConfirmCancelled(t0) },
+	} {
+		s := newSession(t)
+		require.NoError(t, cancel(s))
+		assert.Equal(t, domain.StatusCancelled, s.Status())
+		events := s.PopEvents()
+		require.Len(t, events, 1, "no stop command for a session that has no sidecar")
+		assert.True(t, events[0].(domain.SessionCancelledEvent).Direct)
+		require.NotNil(t, s.CompletedAt())
+	}
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusIdle)
+	snap.HasPendingReview = true
+	snap.Output = &domain.SessionOutput{FilesChanged: 1}
+	snap.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 2, CurrentContinuationCount: 2, IsEnabled: true}
+	s := load(t, snap)
+	require.NoError(t, s.RejectOutput("wrong approach", t0))
+
+	for i := 1; i <= domain.MaxRetries; i++ {
+		require.NoError(t, s.Retry("smaller steps", t0))
+		assert.Equal(t, domain.StatusQueued, s.Status())
+		assert.Equal(t, i, s.RetryCount())
+		assert.Nil(t, s.Output())
+		assert.Nil(t, s.Failure())
+		assert.Nil(t, s.CompletedAt())
+		assert.False(t, s.HasPendingReview())
+		assert.Equal(t, 0, s.AutoContinue().CurrentContinuationCount, "retry resets the auto-continue count")
+		_, err := s.GenerateAPIKey(entropy())
+		require.NoError(t, err, "a retried session gets a fresh key for its new sidecar")
+		require.NoError(t, s.Start(t0))
+		require.NoError(t, s.RecordFailure(domain.FailureAgentError, "exit 1", t0))
+	}
+	err := s.Retry("", t0)
+	require.ErrorIs(t, err, domain.ErrMaxRetriesReached)
+	assert.Equal(t, domain.StatusFailed, s.Status())
+}
+
+func TestAutoContinuationLimit(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusIdle)
+	snap.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 2, IsEnabled: true}
+	s := load(t, snap)
+	require.NoError(t, s.RecordAutoContinuation(t0))
+	require.NoError(t, s.RecordAutoContinuation(t0))
+	require.ErrorIs(t, s.RecordAutoContinuation(t0), domain.ErrAutoContinueLimit)
+	assert.Equal(t, 2, s.AutoContinue().CurrentContinuationCount)
+}
+
+func TestContextExhaustionAndHandoff(t *testing.T) {
+	t.Parallel()
+	chain := uuid.New()
+	s := runningSession(t)
+	require.NoError(t, s.AssignToChain(chain, t0))
+	require.NoError(t, s.AssignToChain(chain, t0), "assigning the same chain again is a no-op")
+	require.ErrorIs(t, s.AssignToChain(uuid.New(), t0), domain.ErrAlreadyInChain)
+	require.NoError(t, s.RecordContextNearingLimit(87.5, t0))
+	require.ErrorIs(t, s.RecordVoluntaryHandoff("polluted", "", "rest", t0), domain.ErrValidation)
+	require.NoError(t, s.RecordVoluntaryHandoff("polluted", "did the parser", "write the printer", t0))
+	assert.Equal(t, domain.StatusContextExhausted, s.Status())
+	events := s.PopEvents()
+	assert.Equal(t, []string{"session_chain_assigned", "context_nearing_limit", "session_voluntary_handoff"}, eventTypes(events))
+	h := events[2].(domain.SessionVoluntaryHandoffEvent)
+	assert.Equal(t, &chain, h.ChainID)
+	assert.Equal(t, "write the printer", h.RemainingWork)
+	assert.Nil(t, s.CompletedAt(), "ContextExhausted is not a closure of the run")
+
+	q := newQueue(t)
+	_, err := q.Enqueue(uuid.New(), "more", domain.PriorityQueued, domain.MessageFromUser, s.Status(), t0)
+	require.ErrorIs(t, err, domain.ErrConflict, "an exhausted session takes no messages")
+}
+
+func TestQuestionAndPlanFlow(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	require.ErrorIs(t, s.RecordUserQuestionAsked("", nil, t0), domain.ErrValidation)
+	require.NoError(t, s.RecordUserQuestionAsked("Postgres or SQLite?", []string{"Postgres", "SQLite"}, t0))
+	q := s.PendingQuestion()
+	require.NotNil(t, q)
+	assert.Equal(t, t0.Add(domain.DefaultInputTimeout), q.ExpiresAt)
+	require.NoError(t, s.RecordUserQuestionAnswered("Postgres", t0))
+	assert.Nil(t, s.PendingQuestion())
+
+	require.NoError(t, s.RecordPlanCreated("", t0))
+	require.NoError(t, s.RecordPlanPendingApproval("v1", true, t0))
+	assert.Equal(t, domain.StatusWaitingForApproval, s.Status())
+	require.ErrorIs(t, s.RecordPlanRejected("", t0), domain.ErrValidation)
+	require.NoError(t, s.RecordPlanRejected("add a migration step", t0))
+	assert.Equal(t, domain.PlanRejected, s.Plan().Status)
+	assert.Equal(t, 1, s.Plan().Version)
+	require.NoError(t, s.RecordPlanPendingApproval("v2", true, t0))
+	assert.Equal(t, 2, s.Plan().Version, "each submission after the first is a new version")
+	require.NoError(t, s.RecordPlanApproved(t0.Add(5)))
+	assert.Equal(t, domain.PlanApproved, s.Plan().Status)
+	assert.Equal(t, t0.Add(5), *s.Plan().ApprovedAt)
+	assert.Equal(t, "v2", s.Plan().Content)
+
+	require.NoError(t, s.RecordPlanPendingApproval("v3", false, t0))
+	assert.Equal(t, domain.StatusRunning, s.Status(), "without required approval the session keeps running")
+	assert.Equal(t, domain.PlanApproved, s.Plan().Status)
+	assert.Equal(t, 3, s.Plan().Version)
+
+	events := eventTypes(s.PopEvents())
+	assert.Equal(t, []string{"session_waiting_for_input", "session_input_received", "session_plan_created",
+		"session_plan_pending_approval", "session_plan_rejected", "session_plan_pending_approval", "session_plan_approved",
+		"session_plan_pending_approval", "session_plan_approved"}, events)
+}
+
+func TestPlanDecisionNeedsAPendingPlan(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusWaitingForApproval)
+	snap.Plan = nil
+	snap.PendingPermission = &domain.PermissionRequest{RequestID: "r", ToolName: "Bash", Input: "{}", AskedAt: t0, ExpiresAt: t0}
+	s := load(t, snap)
+	require.ErrorIs(t, s.RecordPlanApproved(t0), domain.ErrNoPlanPendingApproval)
+	require.ErrorIs(t, s.RecordPlanRejected("x", t0), domain.ErrNoPlanPendingApproval)
+}
+
+func TestTaskListIsReplaced(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	first := []domain.SessionTask{{ID: "1", Subject: "a", Status: domain.TaskCompleted}, {ID: "2", Subject: "b", Status: domain.TaskInProgress, ActiveForm: "doing b"}}
+	require.NoError(t, s.UpdateSessionTaskList(first, t0))
+	require.NoError(t, s.UpdateSessionTaskList([]domain.SessionTask{{ID: "3", Subject: "c", Status: domain.TaskPending}}, t0.Add(1)))
+	l := s.TaskList()
+	require.NotNil(t, l)
+	assert.Len(t, l.Tasks, 1, "the list is replaced, never merged")
+	assert.Equal(t, t0.Add(1), l.LastUpdatedAt)
+	events := s.PopEvents()
+	e := events[0].(domain.SessionTaskListUpdatedEvent)
+	assert.Equal(t, 2, e.TaskCount)
+	assert.Equal(t, 1, e.CompletedCount)
+
+	for name, bad := range map[string][]domain.SessionTask{
+		"duplicate id":   {{ID: "1", Subject: "a", Status: domain.TaskPending}, {ID: "1", Subject: "b", Status: domain.TaskPending}},
+		"no subject":     {{ID: "1", Status: domain.TaskPending}},
+		"unknown status": {{ID: "1", Subject: "a", Status: "Blocked"}},
+	} {
+		require.ErrorIs(t, s.UpdateSessionTaskList(bad, t0), domain.ErrValidation, name)
+	}
+}
+
+func TestSkillsOnSession(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusIdle)
+	s := load(t, snap)
+	skill := mustSkill(t, uuid.New(), "go", "Use gofmt.")
+	require.NoError(t, s.EnableSkill(skill, t0))
+	require.ErrorIs(t, s.EnableSkill(skill, t0), domain.ErrSkillAlreadyEnabled)
+
+	inactive := mustSkill(t, uuid.New(), "old", "")
+	require.NoError(t, inactive.Deactivate(t0))
+	require.ErrorIs(t, s.EnableSkill(inactive, t0), domain.ErrSkillInactive)
+
+	other, err := domain.NewAgentSkill(uuid.New(), uuid.New(), "theirs", "x", "", nil, nil, t0)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.EnableSkill(other, t0), domain.ErrNotFound, "another owner's skill does not exist for this owner")
+
+	require.ErrorIs(t, s.ConfirmReloaded(t0), domain.ErrNoReloadPending)
+	require.NoError(t, s.RequestReload(t0))
+	assert.True(t, s.ReloadPending())
+	require.NoError(t, s.BeginTurn(t0))
+	require.NoError(t, s.ConfirmReloaded(t0), "the ack may arrive after the next turn began")
+	assert.False(t, s.ReloadPending())
+
+	require.ErrorIs(t, s.DisableSkill(skill.ID(), t0), domain.ErrInvalidTransition, "skills change only between turns")
+	require.NoError(t, s.RecordTurnCompleted(t0))
+	require.NoError(t, s.DisableSkill(skill.ID(), t0))
+	require.ErrorIs(t, s.DisableSkill(skill.ID(), t0), domain.ErrSkillNotEnabled)
+	assert.Empty(t, s.EnabledSkillIDs())
+}
+
+func TestAPIKey(t *testing.T) {
+	t.Parallel()
+	s, err := domain.NewAgentSession(newSessionParams())
+	require.NoError(t, err)
+	assert.False(t, s.VerifyAPIKey("abk_anything"))
+	key, err := s.GenerateAPIKey(entropy())
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(key, domain.APIKeyPrefix))
+	assert.Len(t, s.APIKeyHash(), 64)
+	assert.Equal(t, domain.HashAPIKey(key), s.APIKeyHash(), "only the SHA-256 is kept")
+	assert.NotContains(t, s.APIKeyHash(), key)
+	assert.True(t, s.VerifyAPIKey(key))
+	assert.False(t, s.VerifyAPIKey(key+"x"))
+
+	_, err = s.GenerateAPIKey(strings.NewReader("short"))
+	require.Error(t, err, "a short random source is an error, not a weak key")
+	_, err = s.GenerateAPIKey(nil)
+	require.ErrorIs(t, err, domain.ErrValidation)
+
+	require.NoError(t, s.Start(t0))
+	_, err = s.GenerateAPIKey(entropy())
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "the hash is immutable once started")
+	assert.True(t, s.VerifyAPIKey(key))
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	sub := uuid.New()
+	u := usage("opus", domain.Dollars(1), 1, 2, 3)
+	u.SubAgentID = &sub
+	require.NoError(t, s.UpdateMetrics(u, t0))
+	require.NoError(t, s.UpdateSessionTaskList([]domain.SessionTask{{ID: "1", Subject: "a", Status: domain.TaskPending}}, t0))
+	require.NoError(t, s.RecordUserQuestionAsked("?", []string{"a"}, t0))
+
+	snap := s.Snapshot()
+	re := load(t, snap)
+	assert.Equal(t, snap, re.Snapshot())
+	assert.Empty(t, re.PopEvents(), "loading raises nothing")
+
+	snap.Metrics.TokenUsageByModel["opus"] = domain.TokenUsage{}
+	assert.NotEqual(t, snap.Metrics.TokenUsageByModel["opus"], s.Metrics().TokenUsageByModel["opus"], "snapshots do not alias the aggregate")
+
+	bad := s.Snapshot()
+	bad.Status = "Sleeping"
+	_, err := domain.UnmarshalAgentSessionFromDatabase(bad)
+	require.ErrorIs(t, err, domain.ErrValidation)
+	bad = s.Snapshot()
+	bad.PendingQuestion = nil
+	_, err = domain.UnmarshalAgentSessionFromDatabase(bad)
+	require.ErrorIs(t, err, domain.ErrValidation, "a session waiting for input has a question")
+}

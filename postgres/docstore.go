@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
+)
+
+// loadDoc reads the document and version of one aggregate row.
+func loadDoc(ctx context.Context, q Querier, table string, idColumn string, id uuid.UUID, into any) (int64, error) {
+	var raw []byte
+	var version int64
+	err := q.QueryRow(ctx, "SELECT doc, version FROM "+table+" WHERE "+idColumn+" = $1", id).Scan(&raw, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%s %s: %w", table, id, ErrNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return 0, fmt.Errorf("%s %s: stored document unreadable: %w", table, id, err)
+	}
+	return version, nil
+}
+
+// saveVersioned updates a row if it still has the version that was loaded.
+// columns are set alongside doc and version.
+func saveVersioned(ctx context.Context, tx pgx.Tx, table, idColumn string, id uuid.UUID, loaded int64, doc any, columns map[string]any) error {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	set := "doc = $3, version = version + 1"
+	args := []any{id, loaded, raw}
+	for _, name := range sortedKeys(columns) {
+		args = append(args, columns[name])
+		set += fmt.Sprintf(", %s = $%d", name, len(args))
+	}
+	tag, err := tx.Exec(ctx, "UPDATE "+table+" SET "+set+" WHERE "+idColumn+" = $1 AND version = $2", args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s %s: %w", table, id, ErrVersionConflict)
+	}
+	return nil
+}
+
+// insertDoc inserts a new aggregate row at version 1.
+func insertDoc(ctx context.Context, tx pgx.Tx, table, idColumn string, id uuid.UUID, doc any, columns map[string]any) error {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	names := idColumn + ", doc, version"
+	values := "$1, $2, 1"
+	args := []any{id, raw}
+	for _, name := range sortedKeys(columns) {
+		args = append(args, columns[name])
+		names += ", " + name
+		values += fmt.Sprintf(", $%d", len(args))
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO "+table+" ("+names+") VALUES ("+values+")", args...)
+	if IsUniqueViolation(err) {
+		return fmt.Errorf("%s %s: %w", table, id, domain.ErrDuplicate)
+	}
+	return err
+}
+
+// writeEvents appends an aggregate's raised events to the outbox; version
+// is the aggregate's version once this transaction commits.
+func writeEvents(ctx context.Context, tx pgx.Tx, version int64, events []domain.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	msgs := make([]OutboxMessage, 0, len(events))
+	for _, ev := range events {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", ev.EventType(), err)
+		}
+		env := bus.Envelope{
+			ID:          uuid.NewString(),
+			Type:        ev.EventType(),
+			Aggregate:   ev.AggregateType(),
+			AggregateID: ev.AggregateID().String(),
+			Version:     version,
+			OwnerID:     ev.AggregateOwnerID().String(),
+			OccurredAt:  ev.EventTime(),
+			Data:        data,
+		}
+		payload, err := json.Marshal(env)
+		if err != nil {
+			return err
+		}
+		id, _ := uuid.Parse(env.ID)
+		msgs = append(msgs, OutboxMessage{
+			ID:          id,
+			Subject:     bus.EventSubject(env.Aggregate, env.AggregateID, env.Type),
+			Aggregate:   env.Aggregate,
+			AggregateID: ev.AggregateID(),
+			Type:        env.Type,
+			Payload:     payload,
+		})
+	}
+	return WriteOutbox(ctx, tx, msgs)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
