@@ -21,6 +21,7 @@ type command struct {
 var commands = map[string]command{
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
+	"sidecar": {"run one agent session's sidecar", runSidecar},
 	"token":   {"print a development bearer token: token --user <id>", runToken},
 	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
 }

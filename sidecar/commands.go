@@ -1,0 +1,304 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentbus/agentbus/sidecar/engine"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// readCommands reads the command stream from cursor, handles each entry in
+// order and records the last handled entry's id under the cursor key. It
+// returns when ctx ends or the session is ending; entries read after that
+// are left for nobody, their ids not recorded.
+func (r *runner) readCommands(ctx context.Context, cursor string) {
+	key := protocol.CommandsKey(r.id)
+	for ctx.Err() == nil && !r.isClosing() {
+		res, err := r.rdb.XRead(ctx, &redis.XReadArgs{
+			Streams: []string{key, cursor}, Count: 100, Block: r.opts.CommandBlock,
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("read commands", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		for _, stream := range res {
+			for _, m := range stream.Messages {
+				if r.isClosing() {
+					return
+				}
+				r.handle(m)
+				cursor = m.ID
+				r.storeCursor(cursor)
+			}
+		}
+	}
+}
+
+// storeCursor records the last handled entry. It does not depend on the
+// reader's context: a command handled as the session ends (stop) must be
+// recorded too.
+func (r *runner) storeCursor(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.rdb.Set(ctx, protocol.CursorKey(r.id), id, 0).Err(); err != nil {
+		r.log.Warn("command cursor not stored", "entry_id", id, "error", err)
+	}
+}
+
+func (r *runner) isClosing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closing
+}
+
+// commandError reports a command that could not be handled.
+func (r *runner) commandError(e protocol.Entry, code string, err error) {
+	r.log.Warn("command not handled", "type", e.Type, "command_id", e.CommandID, "entry_id", e.ID, "code", code, "error", err)
+	r.emitLog(protocol.ErrorEvent{Code: code, Message: err.Error(), CommandType: e.Type, CommandID: e.CommandID, EntryID: e.ID})
+}
+
+// handle carries out one command entry.
+func (r *runner) handle(m redis.XMessage) {
+	e, err := protocol.ParseEntry(m.ID, m.Values)
+	if err != nil {
+		r.commandError(e, protocol.CodeBadData, err)
+		return
+	}
+	r.log.Info("command", "type", e.Type, "command_id", e.CommandID, "entry_id", e.ID)
+	var handler func(protocol.Entry) error
+	switch e.Type {
+	case protocol.CommandSteeringMessage:
+		handler = r.onSteering
+	case protocol.CommandInterrupt:
+		handler = r.onInterrupt
+	case protocol.CommandPause:
+		handler = r.onPause
+	case protocol.CommandResume:
+		handler = r.onResume
+	case protocol.CommandStop:
+		handler = r.onStop
+	case protocol.CommandReloadConfig:
+		handler = r.onReload
+	case protocol.CommandAnswerQuestion:
+		handler = r.onAnswer
+	case protocol.CommandPlanDecision:
+		handler = r.onPlanDecision
+	case protocol.CommandPermissionResponse:
+		handler = r.onPermission
+	default:
+		r.commandError(e, protocol.CodeUnknownCommand, fmt.Errorf("unknown command type %q", e.Type))
+		return
+	}
+	if err := handler(e); err != nil {
+		code := protocol.CodeBadData
+		if errors.Is(err, errNotPending) {
+			code = protocol.CodeNotPending
+		}
+		r.commandError(e, code, err)
+	}
+}
+
+var errNotPending = errors.New("nothing waits for it")
+
+func (r *runner) onSteering(e protocol.Entry) error {
+	var m protocol.SteeringMessage
+	if err := protocol.DecodeData(e.Data, &m); err != nil {
+		return err
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen[m.MessageID] {
+		r.log.Info("steering message seen before; ignored", "message_id", m.MessageID)
+		return nil
+	}
+	r.seen[m.MessageID] = true
+	if m.Priority == protocol.PriorityImmediate {
+		r.immediate = append(r.immediate, m)
+		if r.turnCancel != nil {
+			r.turnCancel(errSteered)
+		}
+	} else {
+		r.queued = append(r.queued, m)
+	}
+	r.notifyLocked()
+	return nil
+}
+
+func (r *runner) onInterrupt(e protocol.Entry) error {
+	var d protocol.Interrupt
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.turnCancel != nil {
+		// Acknowledged when the turn has stopped.
+		r.interruptAcks = append(r.interruptAcks, e.CommandID)
+		r.turnCancel(errInterrupted)
+		r.mu.Unlock()
+		return nil
+	}
+	r.interrupted = true
+	r.notifyLocked()
+	r.mu.Unlock()
+	r.emitInterruptAcks([]string{e.CommandID})
+	return nil
+}
+
+func (r *runner) onPause(e protocol.Entry) error {
+	var d protocol.Pause
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.paused = true
+	r.pauseAcks = append(r.pauseAcks, e.CommandID)
+	var acks []string
+	if r.waiting > 0 {
+		// The engine waits for a person: it is at rest already.
+		acks = r.takePauseAcksLocked()
+	}
+	// Otherwise the engine's next safe point, or the loop between turns,
+	// acknowledges.
+	r.notifyLocked()
+	r.mu.Unlock()
+	r.emitPauseAcks(acks)
+	return nil
+}
+
+func (r *runner) onResume(e protocol.Entry) error {
+	var d protocol.Resume
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	// A pause that never reached a safe point is acknowledged first, so
+	// every command gets its ack in order.
+	acks := r.takePauseAcksLocked()
+	r.paused = false
+	r.notifyLocked()
+	r.mu.Unlock()
+	r.emitPauseAcks(acks)
+	r.emitLog(protocol.ResumeAck{CommandID: e.CommandID})
+	return nil
+}
+
+func (r *runner) onStop(e protocol.Entry) error {
+	var d protocol.Stop
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	if d.TimeoutMS < 0 {
+		return errors.New("timeout_ms is negative")
+	}
+	r.requestStop(e.CommandID, true, time.Duration(d.TimeoutMS)*time.Millisecond, d.Force)
+	return nil
+}
+
+func (r *runner) onReload(e protocol.Entry) error {
+	var d protocol.ReloadConfig
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	if d.Config == nil {
+		return errors.New("config is required")
+	}
+	cfg := *d.Config
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case cfg.SessionID != "" && cfg.SessionID != r.id:
+		return fmt.Errorf("config is for session %q", cfg.SessionID)
+	case cfg.Engine != r.cfg.Engine:
+		return fmt.Errorf("the engine cannot change on reload (%s -> %s)", r.cfg.Engine, cfg.Engine)
+	}
+	// Applied between turns by the loop.
+	r.reloads = append(r.reloads, reloadRequest{commandID: e.CommandID, entryID: e.ID, cfg: cfg})
+	r.notifyLocked()
+	return nil
+}
+
+func (r *runner) onAnswer(e protocol.Entry) error {
+	var d protocol.AnswerQuestion
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.questions[d.ToolUseID]
+	if !ok {
+		return fmt.Errorf("no question %s: %w", d.ToolUseID, errNotPending)
+	}
+	delete(r.questions, d.ToolUseID)
+	ch <- d.Answer
+	return nil
+}
+
+func (r *runner) onPlanDecision(e protocol.Entry) error {
+	var d protocol.PlanDecision
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := d.ToolUseID
+	if id == "" && len(r.plans) == 1 {
+		for only := range r.plans {
+			id = only
+		}
+	}
+	ch, ok := r.plans[id]
+	if !ok {
+		return fmt.Errorf("no plan %s: %w", d.ToolUseID, errNotPending)
+	}
+	delete(r.plans, id)
+	ch <- engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
+	return nil
+}
+
+func (r *runner) onPermission(e protocol.Entry) error {
+	var d protocol.PermissionResponse
+	if err := protocol.DecodeData(e.Data, &d); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.perms[d.RequestID]
+	if !ok {
+		return fmt.Errorf("no permission request %s: %w", d.RequestID, errNotPending)
+	}
+	delete(r.perms, d.RequestID)
+	ch <- engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
+	return nil
+}

@@ -1,0 +1,87 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// ErrSessionEnded is returned when an event is written after session_end.
+var ErrSessionEnded = errors.New("session ended")
+
+// emitter appends events to a session's event stream, one at a time and in
+// order. Once it wrote session_end it writes nothing more, so session_end
+// is always a session's last event.
+type emitter struct {
+	rdb     *redis.Client
+	key     string
+	timeout time.Duration // how long one event may keep failing
+
+	mu    sync.Mutex
+	ended bool
+	end   protocol.SessionEnd
+}
+
+// emit writes one event. Writes use their own context: an event is written
+// even while the session is being torn down.
+func (e *emitter) emit(ev protocol.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return ErrSessionEnded
+	}
+	return e.write(ev)
+}
+
+// finish writes the final events (acks, then session_end) unless another
+// caller ended the session first; it reports whether it did.
+func (e *emitter) finish(end protocol.SessionEnd, before ...protocol.Event) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return false, nil
+	}
+	e.ended, e.end = true, end
+	for _, ev := range before {
+		if err := e.write(ev); err != nil {
+			return true, err
+		}
+	}
+	return true, e.write(end)
+}
+
+// final returns the session_end written, once there is one.
+func (e *emitter) final() (protocol.SessionEnd, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.end, e.ended
+}
+
+// write appends ev, retrying while Redis fails, for up to e.timeout.
+func (e *emitter) write(ev protocol.Event) error {
+	deadline := time.Now().Add(e.timeout)
+	backoff := 50 * time.Millisecond
+	for {
+		values, err := protocol.EventValues(ev, time.Now())
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.key, Values: values}).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("write %s: %w", ev.EventType(), err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

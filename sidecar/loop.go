@@ -1,0 +1,257 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentbus/agentbus/sidecar/engine"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// loop drives the engine turn by turn until the session ends.
+func (r *runner) loop(ctx context.Context) {
+	in := engine.Input{Kind: engine.InputObjective, Text: r.config().Objective}
+	first := true
+	for {
+		r.mu.Lock()
+		if r.stop != nil {
+			r.mu.Unlock()
+			r.finishStop(false)
+			return
+		}
+		if len(r.reloads) > 0 {
+			rl := r.reloads[0]
+			r.reloads = r.reloads[1:]
+			r.mu.Unlock()
+			r.applyReload(ctx, rl)
+			continue
+		}
+		if r.paused {
+			acks := r.takePauseAcksLocked()
+			ch := r.changed
+			r.mu.Unlock()
+			r.emitPauseAcks(acks)
+			<-ch
+			continue
+		}
+		var msg *protocol.SteeringMessage
+		switch {
+		case first:
+			first = false
+		case len(r.immediate) > 0:
+			m := r.immediate[0]
+			r.immediate, msg = r.immediate[1:], &m
+		case len(r.queued) > 0:
+			m := r.queued[0]
+			r.queued, msg = r.queued[1:], &m
+		case r.more && !r.interrupted:
+			in = engine.Input{Kind: engine.InputContinue}
+		case !r.cfg.StayIdle && !r.interrupted:
+			r.mu.Unlock()
+			r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonCompleted, nil))
+			return
+		default:
+			// Idle: wait for a message, a command or the end.
+			ch := r.changed
+			r.mu.Unlock()
+			<-ch
+			continue
+		}
+		if msg != nil {
+			in = engine.Input{Kind: engine.InputMessage, Text: msg.Content, MessageID: msg.MessageID}
+			r.interrupted = false
+		}
+		// The turn's cancel is published under the same lock that picked its
+		// input, so a command either sees no turn (and is handled between
+		// turns) or cuts this one short: none falls in between.
+		tctx, cancel := context.WithCancelCause(ctx)
+		r.turnCancel = cancel
+		r.turnCost = 0
+		r.mu.Unlock()
+		if msg != nil {
+			r.emitLog(protocol.MessageDelivered{MessageID: msg.MessageID, Priority: msg.Priority})
+		}
+		ended := r.turn(tctx, in)
+		cancel(nil)
+		if ended {
+			return
+		}
+	}
+}
+
+// turn runs one turn and writes what follows it. It reports whether the
+// session ended.
+func (r *runner) turn(ctx context.Context, in engine.Input) bool {
+	started := time.Now()
+	res, err := r.sess.Turn(ctx, in)
+
+	r.mu.Lock()
+	r.turnCancel = nil
+	cause := context.Cause(ctx)
+	r.more = res.More
+	acks := r.interruptAcks
+	r.interruptAcks = nil
+	if len(acks) > 0 {
+		r.interrupted = true
+	}
+	stopping, exhausted, handoff := r.stop != nil, r.exhausted, r.handoff
+	var done *protocol.TurnCompleted
+	if cause == nil && err == nil && handoff == nil && !exhausted && !stopping {
+		r.turns++
+		final := !r.more && len(r.immediate) == 0 && len(r.queued) == 0 && len(r.reloads) == 0 &&
+			!r.cfg.StayIdle && !r.paused && !r.interrupted
+		done = &protocol.TurnCompleted{
+			CostUSD: roundCost(r.turnCost), TotalCostUSD: roundCost(r.totalCost),
+			DurationMS: time.Since(started).Milliseconds(), NumTurns: r.turns, Final: final,
+		}
+	}
+	r.mu.Unlock()
+
+	switch {
+	case stopping:
+		r.emitInterruptAcks(acks)
+		r.finishStop(false)
+		return true
+	case exhausted:
+		r.finishExhausted()
+		return true
+	case err != nil && cause == nil:
+		r.log.Error("agent failed", "error", err)
+		r.finish(r.sessionEnd(protocol.StatusError, protocol.ReasonAgentError, err))
+		return true
+	case handoff != nil:
+		r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonVoluntaryHandoff, nil))
+		return true
+	case done != nil && done.Final:
+		r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonCompleted, nil), *done)
+		return true
+	}
+	if done != nil {
+		r.emitLog(*done)
+	}
+	if cause != nil {
+		r.log.Info("turn cut short", "cause", cause)
+	}
+	r.emitInterruptAcks(acks)
+	return false
+}
+
+// requestStop stops the agent: it cuts the running turn short and, when the
+// agent has not stopped within timeout, ends the session anyway. byCommand
+// is false for a stop caused by a signal.
+func (r *runner) requestStop(commandID string, byCommand bool, timeout time.Duration, force bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if timeout <= 0 {
+		timeout = r.cfg.StopTimeout()
+	}
+	if force {
+		timeout = 0
+	}
+	if r.stop == nil {
+		r.stop = &stopRequest{timer: time.AfterFunc(timeout, r.forceStop)}
+		if r.turnCancel != nil {
+			r.turnCancel(errStopped)
+		}
+		r.notifyLocked()
+	} else if force {
+		r.stop.timer.Reset(0)
+	}
+	if byCommand {
+		r.stop.byCommand = true
+		r.stop.commandIDs = append(r.stop.commandIDs, commandID)
+	}
+}
+
+// forceStop ends a session whose agent did not stop in time.
+func (r *runner) forceStop() {
+	if r.finishStop(true) {
+		r.force.Do(func() { close(r.forced) })
+	}
+}
+
+// finishStop writes the stop acks and session_end; it reports whether it
+// ended the session (false when something else ended it first).
+func (r *runner) finishStop(forced bool) bool {
+	r.mu.Lock()
+	r.stop.timer.Stop()
+	ids := append([]string(nil), r.stop.commandIDs...)
+	byCommand := r.stop.byCommand
+	r.mu.Unlock()
+	acks := make([]protocol.Event, 0, len(ids))
+	for _, id := range ids {
+		acks = append(acks, protocol.StopAck{CommandID: id, Forced: forced})
+	}
+	end := r.sessionEnd(protocol.StatusSuccess, protocol.ReasonStopped, nil)
+	if !byCommand {
+		end = r.sessionEnd(protocol.StatusError, protocol.ReasonTerminated, errors.New("the sidecar was told to exit by a signal"))
+	}
+	return r.finish(end, acks...)
+}
+
+// finishExhausted writes context_exhausted, the handoff document and
+// session_end.
+func (r *runner) finishExhausted() {
+	r.mu.Lock()
+	used, limit, cfg := r.contextUsed, r.contextMax, r.cfg
+	r.mu.Unlock()
+	doc := protocol.HandoffDocument{
+		Summary:       "The context window filled up while working on: " + cfg.Objective,
+		RemainingWork: "Go on with the objective: " + cfg.Objective,
+	}
+	if h, ok := r.sess.(engine.Handoffer); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		d, err := h.Handoff(ctx)
+		cancel()
+		if err != nil {
+			r.log.Warn("engine wrote no handoff document; using a generic one", "error", err)
+		} else {
+			doc = d
+		}
+	}
+	doc.TokensUsed, doc.ChainID = used, cfg.ChainID
+	r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonContextExhausted, nil),
+		protocol.ContextExhausted{Percent: percent(used, limit), UsedTokens: used, MaxTokens: limit}, doc)
+}
+
+func (r *runner) applyReload(ctx context.Context, rl reloadRequest) {
+	if err := r.sess.Reload(ctx, rl.cfg); err != nil {
+		r.emitLog(protocol.ErrorEvent{
+			Code: protocol.CodeReloadFailed, Message: err.Error(),
+			CommandType: protocol.CommandReloadConfig, CommandID: rl.commandID, EntryID: rl.entryID,
+		})
+		return
+	}
+	r.mu.Lock()
+	r.cfg = rl.cfg
+	r.mu.Unlock()
+	r.log.Info("config reloaded", "model", r.sess.Model())
+	r.emitLog(protocol.ReloadConfigAck{CommandID: rl.commandID, Model: r.sess.Model(), EngineSessionID: r.sess.ID()})
+}
+
+func (r *runner) takePauseAcksLocked() []string {
+	acks := r.pauseAcks
+	r.pauseAcks = nil
+	return acks
+}
+
+func (r *runner) emitPauseAcks(ids []string) {
+	for _, id := range ids {
+		r.emitLog(protocol.PauseAck{CommandID: id})
+	}
+}
+
+func (r *runner) emitInterruptAcks(ids []string) {
+	for _, id := range ids {
+		r.emitLog(protocol.InterruptAck{CommandID: id})
+	}
+}
+
+// percent returns used as a share of limit, 0-100, to one decimal.
+func percent(used, limit int64) float64 {
+	if limit <= 0 {
+		return 0
+	}
+	return float64(used*1000/limit) / 10
+}

@@ -1,0 +1,166 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Command types a sidecar reads from agent:session:{<id>}:commands.
+const (
+	CommandSteeringMessage    = "steering_message"
+	CommandInterrupt          = "interrupt"
+	CommandPause              = "pause"
+	CommandResume             = "resume"
+	CommandStop               = "stop"
+	CommandReloadConfig       = "reload_config"
+	CommandAnswerQuestion     = "answer_question"
+	CommandPlanDecision       = "plan_decision"
+	CommandPermissionResponse = "permission_response"
+)
+
+// CommandTypes lists every command type, in the order README.md documents them.
+var CommandTypes = []string{
+	CommandSteeringMessage, CommandInterrupt, CommandPause, CommandResume, CommandStop,
+	CommandReloadConfig, CommandAnswerQuestion, CommandPlanDecision, CommandPermissionResponse,
+}
+
+// Message priorities, named as the domain's MessagePriority values.
+const (
+	PriorityImmediate = "Immediate"
+	PriorityQueued    = "Queued"
+)
+
+// Permission behaviors.
+const (
+	BehaviorAllow = "allow"
+	BehaviorDeny  = "deny"
+)
+
+// SteeringMessage is the data of a steering_message command.
+type SteeringMessage struct {
+	// MessageID identifies the message; message_delivered echoes it.
+	MessageID string `json:"message_id"`
+	// Content is the text injected as the agent's input.
+	Content string `json:"content"`
+	// Priority is Immediate (interrupt the turn, inject next) or Queued
+	// (inject after the current turn, in order).
+	Priority string `json:"priority"`
+}
+
+// Validate reports missing fields and normalises the priority's case.
+func (m *SteeringMessage) Validate() error {
+	switch {
+	case m.MessageID == "":
+		return errors.New("message_id is required")
+	case strings.TrimSpace(m.Content) == "":
+		return errors.New("content is required")
+	case strings.EqualFold(m.Priority, PriorityImmediate):
+		m.Priority = PriorityImmediate
+	case strings.EqualFold(m.Priority, PriorityQueued):
+		m.Priority = PriorityQueued
+	default:
+		return fmt.Errorf("priority %q is neither Immediate nor Queued", m.Priority)
+	}
+	return nil
+}
+
+// Interrupt is the data of an interrupt command (no fields).
+type Interrupt struct{}
+
+// Pause is the data of a pause command.
+type Pause struct {
+	// Reason says why, for the log (e.g. "budget_exhausted"); optional.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Resume is the data of a resume command (no fields).
+type Resume struct{}
+
+// Stop is the data of a stop command.
+type Stop struct {
+	// TimeoutMS overrides the config's stop_timeout_ms: how long the agent
+	// may take to stop before it is abandoned; optional.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Force abandons the agent at once instead of waiting; optional.
+	Force bool `json:"force,omitempty"`
+}
+
+// ReloadConfig is the data of a reload_config command.
+type ReloadConfig struct {
+	// Config is the newly composed config. Its session_id, when set, must
+	// be the session's.
+	Config *Config `json:"config"`
+}
+
+// AnswerQuestion is the data of an answer_question command.
+type AnswerQuestion struct {
+	// ToolUseID is the AskUserQuestion tool call being answered.
+	ToolUseID string `json:"tool_use_id"`
+	// Answer is the person's answer.
+	Answer string `json:"answer"`
+}
+
+// Validate reports missing fields.
+func (a AnswerQuestion) Validate() error {
+	switch {
+	case a.ToolUseID == "":
+		return errors.New("tool_use_id is required")
+	case a.Answer == "":
+		return errors.New("answer is required")
+	}
+	return nil
+}
+
+// PlanDecision is the data of a plan_decision command.
+type PlanDecision struct {
+	// ToolUseID is the ExitPlanMode tool call decided on; optional when
+	// only one plan waits.
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	// Approved says whether the plan is approved. Required.
+	Approved *bool `json:"approved"`
+	// Feedback tells the agent what to change when the plan is rejected.
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// Validate reports missing fields.
+func (d PlanDecision) Validate() error {
+	if d.Approved == nil {
+		return errors.New("approved is required")
+	}
+	return nil
+}
+
+// PermissionResponse is the data of a permission_response command.
+type PermissionResponse struct {
+	// RequestID is the permission_request's request_id.
+	RequestID string `json:"request_id"`
+	// Behavior is allow or deny.
+	Behavior string `json:"behavior"`
+	// Message tells the agent why it was denied; optional.
+	Message string `json:"message,omitempty"`
+}
+
+// Validate reports missing or wrong fields.
+func (p PermissionResponse) Validate() error {
+	switch {
+	case p.RequestID == "":
+		return errors.New("request_id is required")
+	case p.Behavior != BehaviorAllow && p.Behavior != BehaviorDeny:
+		return fmt.Errorf("behavior %q is neither allow nor deny", p.Behavior)
+	}
+	return nil
+}
+
+// DecodeData unmarshals a command's data into v, rejecting data that is
+// not an object of the right shape.
+func DecodeData(data json.RawMessage, v any) error {
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	return nil
+}

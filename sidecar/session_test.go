@@ -1,0 +1,202 @@
+package sidecar_test
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// strictDecode checks that an event's data has exactly its documented shape.
+func strictDecode(t *testing.T, e protocol.Entry) {
+	t.Helper()
+	switch e.Type {
+	case protocol.EventSessionStarted:
+		decode[protocol.SessionStarted](t, e)
+	case protocol.EventAssistantMessage:
+		decode[protocol.AssistantMessage](t, e)
+	case protocol.EventToolResult:
+		decode[protocol.ToolResult](t, e)
+	case protocol.EventSubagentMessage:
+		decode[protocol.SubagentMessage](t, e)
+	case protocol.EventUsageUpdate:
+		decode[protocol.UsageUpdate](t, e)
+	case protocol.EventTurnCompleted:
+		decode[protocol.TurnCompleted](t, e)
+	case protocol.EventContextNearingLimit:
+		decode[protocol.ContextNearingLimit](t, e)
+	case protocol.EventContextExhausted:
+		decode[protocol.ContextExhausted](t, e)
+	case protocol.EventHandoffDocument:
+		decode[protocol.HandoffDocument](t, e)
+	case protocol.EventVoluntaryHandoff:
+		decode[protocol.VoluntaryHandoff](t, e)
+	case protocol.EventPermissionRequest:
+		decode[protocol.PermissionRequest](t, e)
+	case protocol.EventSessionEnd:
+		decode[protocol.SessionEnd](t, e)
+	case protocol.EventMessageDelivered:
+		decode[protocol.MessageDelivered](t, e)
+	case protocol.EventInterruptAck:
+		decode[protocol.InterruptAck](t, e)
+	case protocol.EventPauseAck:
+		decode[protocol.PauseAck](t, e)
+	case protocol.EventResumeAck:
+		decode[protocol.ResumeAck](t, e)
+	case protocol.EventStopAck:
+		decode[protocol.StopAck](t, e)
+	case protocol.EventReloadConfigAck:
+		decode[protocol.ReloadConfigAck](t, e)
+	case protocol.EventError:
+		decode[protocol.ErrorEvent](t, e)
+	default:
+		t.Errorf("event of unknown type %q", e.Type)
+	}
+}
+
+func TestDefaultScenarioWritesTextToolsSubagentUsageAndSucceeds(t *testing.T) {
+	t.Parallel()
+	h := start(t, scriptConfig(t, "default"))
+	end := h.waitEnd()
+
+	assert.Equal(t, protocol.SessionEnd{Status: protocol.StatusSuccess, Reason: protocol.ReasonCompleted,
+		NumTurns: 2, TotalCostUSD: end.TotalCostUSD, DurationMS: end.DurationMS}, end)
+	events := h.poll()
+	for _, e := range events {
+		strictDecode(t, e)
+		assert.NotZero(t, e.TS, "%s has ts", e.Type)
+	}
+
+	started := decode[protocol.SessionStarted](t, events[0])
+	assert.Equal(t, protocol.EventSessionStarted, events[0].Type)
+	assert.Equal(t, "script", started.Engine)
+	assert.NotEmpty(t, started.EngineSessionID)
+	assert.Equal(t, "claude-sonnet-4-5", started.Model)
+	assert.False(t, started.Restarted)
+
+	// Every tool call has exactly one result, after it.
+	calls := map[string]protocol.AssistantMessage{}
+	var texts, subagentCalls int
+	tools := map[string]bool{}
+	for _, e := range h.ofType(protocol.EventAssistantMessage) {
+		m := decode[protocol.AssistantMessage](t, e)
+		switch m.BlockType {
+		case protocol.BlockText:
+			texts++
+			assert.NotEmpty(t, m.Text)
+		case protocol.BlockToolUse:
+			calls[m.ToolUseID] = m
+			tools[m.ToolName] = true
+			assert.True(t, json.Valid(m.Input))
+			if m.SubagentID != "" {
+				subagentCalls++
+				assert.NotEmpty(t, m.ParentToolUseID)
+			}
+		default:
+			t.Errorf("block type %q", m.BlockType)
+		}
+	}
+	assert.GreaterOrEqual(t, texts, 3)
+	for _, tool := range []string{"TodoWrite", "Read", "Bash", "Task", "Glob", "agentbus_api"} {
+		assert.True(t, tools[tool], "a %s call", tool)
+	}
+	assert.Equal(t, 1, subagentCalls, "the subagent's Glob call")
+	results := h.ofType(protocol.EventToolResult)
+	require.Len(t, results, len(calls))
+	for _, e := range results {
+		r := decode[protocol.ToolResult](t, e)
+		call, ok := calls[r.ToolUseID]
+		require.True(t, ok, "result of an unknown call %s", r.ToolUseID)
+		assert.Equal(t, call.SubagentID, r.SubagentID)
+		if call.ToolName == "agentbus_api" {
+			assert.Contains(t, r.Content, "skipped", "no API URL is set")
+		}
+	}
+
+	// The subagent speaks through subagent_message and has its own usage.
+	subs := h.ofType(protocol.EventSubagentMessage)
+	require.Len(t, subs, 2)
+	sub := decode[protocol.SubagentMessage](t, subs[0])
+	assert.Equal(t, "Explore", sub.SubagentType)
+	assert.Equal(t, "Task", calls[sub.ParentToolUseID].ToolName)
+
+	var usageCost float64
+	var subagentUsage int
+	for _, e := range h.ofType(protocol.EventUsageUpdate) {
+		u := decode[protocol.UsageUpdate](t, e)
+		usageCost += u.CostUSD
+		assert.Positive(t, u.CostUSD)
+		assert.EqualValues(t, 200_000, u.ContextWindowMaxTokens)
+		if u.IsSubagent {
+			subagentUsage++
+			assert.Equal(t, sub.SubagentID, u.SubagentID)
+			assert.Equal(t, "claude-haiku-4-5", u.Model)
+		}
+	}
+	assert.Equal(t, 1, subagentUsage)
+
+	turns := h.ofType(protocol.EventTurnCompleted)
+	require.Len(t, turns, 2)
+	first, last := decode[protocol.TurnCompleted](t, turns[0]), decode[protocol.TurnCompleted](t, turns[1])
+	assert.Equal(t, 1, first.NumTurns)
+	assert.False(t, first.Final)
+	assert.Equal(t, 2, last.NumTurns)
+	assert.True(t, last.Final, "the session ends after the last turn")
+	assert.InDelta(t, usageCost, last.TotalCostUSD, 1e-5)
+	assert.InDelta(t, first.CostUSD+last.CostUSD, last.TotalCostUSD, 1e-5)
+	assert.InDelta(t, usageCost, end.TotalCostUSD, 1e-5)
+	assert.False(t, math.IsNaN(end.TotalCostUSD))
+}
+
+func TestEverySessionStartsWithSessionStartedAndEndsWithOneSessionEnd(t *testing.T) {
+	t.Parallel()
+	for _, scenario := range []string{"default", "exhaust", "handoff", "fail"} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, scriptConfig(t, scenario))
+			h.waitEnd()
+			events := h.poll()
+			assert.Equal(t, protocol.EventSessionStarted, events[0].Type)
+			assert.Len(t, h.ofType(protocol.EventSessionEnd), 1)
+			for _, e := range events {
+				strictDecode(t, e)
+			}
+		})
+	}
+}
+
+func TestObjectiveTagPicksTheScenario(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "")
+	cfg.Objective = "Build it [scenario:fail]"
+	h := start(t, cfg)
+	end := h.waitEnd()
+	assert.Equal(t, protocol.ReasonAgentError, end.Reason)
+}
+
+func TestUnknownScenarioEndsTheSessionWithAConfigError(t *testing.T) {
+	t.Parallel()
+	h := start(t, scriptConfig(t, "no-such-scenario"))
+	end := h.waitEnd()
+	assert.Equal(t, protocol.StatusError, end.Status)
+	assert.Equal(t, protocol.ReasonConfigError, end.Reason)
+	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
+	assert.Contains(t, end.Error, "no-such-scenario")
+	assert.Len(t, h.poll(), 1, "only the session_end")
+}
+
+func TestCancelledContextEndsTheSessionAsTerminated(t *testing.T) {
+	t.Parallel()
+	h := start(t, scriptConfig(t, "long"))
+	h.waitTool("Bash")
+	h.cancel()
+	end := h.waitEnd()
+	assert.Equal(t, protocol.StatusError, end.Status)
+	assert.Equal(t, protocol.ReasonTerminated, end.Reason)
+	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
+	assert.Empty(t, h.ofType(protocol.EventStopAck), "no stop command was sent")
+}
