@@ -156,6 +156,10 @@ type PoolExhaustedError struct {
 	ActiveCount int
 	// MaxCount is the pool's capacity.
 	MaxCount int
+	// Event is the SessionPoolExhaustedEvent also raised on the session,
+	// for a caller that rolls the session's transaction back on error and
+	// still wants the owner told.
+	Event SessionPoolExhaustedEvent
 }
 
 // Error says how full the pool is.

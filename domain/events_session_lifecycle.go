@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// AgentSessionCreatedEvent: a session was created and is Queued.
+// AgentSessionCreatedEvent records that a session was created and is Queued.
 type AgentSessionCreatedEvent struct {
 	SessionMeta
 	Name             string     `json:"name"`
@@ -18,7 +18,7 @@ type AgentSessionCreatedEvent struct {
 	BudgetCapUsd     USD        `json:"budgetCapUsd"`
 }
 
-// AgentSessionStartedEvent: Queued -> Running; the sidecar may be launched.
+// AgentSessionStartedEvent records the move Queued -> Running; the sidecar may be launched.
 type AgentSessionStartedEvent struct {
 	SessionMeta
 	WorkingDirectory string        `json:"workingDirectory"`
@@ -29,21 +29,21 @@ type AgentSessionStartedEvent struct {
 	RetryCount       int           `json:"retryCount"`
 }
 
-// AgentSessionTurnBegunEvent: Idle or Interrupted -> Running because a
+// AgentSessionTurnBegunEvent records the move Idle or Interrupted -> Running because a
 // follow-up message started the next turn.
 type AgentSessionTurnBegunEvent struct {
 	SessionMeta
 	From SessionStatus `json:"from"`
 }
 
-// AgentSessionTurnCompletedEvent: a turn ended without final output (Running -> Idle).
+// AgentSessionTurnCompletedEvent records that a turn ended without final output (Running -> Idle).
 type AgentSessionTurnCompletedEvent struct {
 	SessionMeta
 	TurnCount  int       `json:"turnCount"`
 	LastTurnAt time.Time `json:"lastTurnAt"`
 }
 
-// AgentSessionOutputReadyEvent: a turn delivered output for review (Running -> Idle).
+// AgentSessionOutputReadyEvent records that a turn delivered output for review (Running -> Idle).
 type AgentSessionOutputReadyEvent struct {
 	SessionMeta
 	FilesChanged    int    `json:"filesChanged"`
@@ -53,10 +53,10 @@ type AgentSessionOutputReadyEvent struct {
 	TurnCount       int    `json:"turnCount"`
 }
 
-// SessionInterruptRequestedEvent: Running -> Interrupting; send `interrupt`.
+// SessionInterruptRequestedEvent records the move Running -> Interrupting; send `interrupt`.
 type SessionInterruptRequestedEvent struct{ SessionMeta }
 
-// SessionInterruptedEvent: Interrupting -> Interrupted (interrupt_ack).
+// SessionInterruptedEvent records the move Interrupting -> Interrupted (interrupt_ack).
 type SessionInterruptedEvent struct{ SessionMeta }
 
 // PauseReason says who asked for a pause.
@@ -68,29 +68,29 @@ const (
 	PauseBudgetExhausted PauseReason = "budget_exhausted"
 )
 
-// SessionPauseRequestedEvent: Running -> Pausing; send `pause`.
+// SessionPauseRequestedEvent records the move Running -> Pausing; send `pause`.
 type SessionPauseRequestedEvent struct {
 	SessionMeta
 	Reason PauseReason `json:"reason"`
 }
 
-// SessionPausedEvent: Pausing -> Paused (pause_ack). ExpiresAt is when the
+// SessionPausedEvent records the move Pausing -> Paused (pause_ack). ExpiresAt is when the
 // pause times out.
 type SessionPausedEvent struct {
 	SessionMeta
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-// SessionResumeRequestedEvent: Paused -> Resuming; send `resume`.
+// SessionResumeRequestedEvent records the move Paused -> Resuming; send `resume`.
 type SessionResumeRequestedEvent struct{ SessionMeta }
 
-// SessionResumedEvent: Resuming -> Running (resume_ack).
+// SessionResumedEvent records the move Resuming -> Running (resume_ack).
 type SessionResumedEvent struct{ SessionMeta }
 
-// SessionCancelRequestedEvent: -> Cancelling; send `stop`.
+// SessionCancelRequestedEvent records the move to Cancelling; send `stop`.
 type SessionCancelRequestedEvent struct{ SessionMeta }
 
-// SessionCancelledEvent: -> Cancelled (stop_ack, or directly for a Queued
+// SessionCancelledEvent records the move to Cancelled (stop_ack, or directly for a Queued
 // session that never had a sidecar).
 type SessionCancelledEvent struct {
 	SessionMeta
@@ -98,49 +98,49 @@ type SessionCancelledEvent struct {
 	Direct bool `json:"direct"`
 }
 
-// AgentSessionApprovedEvent: the owner approved the output (Idle -> Completed).
+// AgentSessionApprovedEvent records that the owner approved the output (Idle -> Completed).
 type AgentSessionApprovedEvent struct {
 	SessionMeta
 	CommitSha string `json:"commitSha,omitempty"`
 }
 
-// AgentSessionClosedEvent: the owner closed a session without output (Idle -> Completed).
+// AgentSessionClosedEvent records that the owner closed a session without output (Idle -> Completed).
 type AgentSessionClosedEvent struct{ SessionMeta }
 
-// AgentSessionRejectedEvent: the owner rejected the output (Idle -> Failed).
+// AgentSessionRejectedEvent records that the owner rejected the output (Idle -> Failed).
 type AgentSessionRejectedEvent struct {
 	SessionMeta
 	Reason string `json:"reason,omitempty"`
 }
 
-// AgentSessionFailedEvent: the session failed.
+// AgentSessionFailedEvent records that the session failed.
 type AgentSessionFailedEvent struct {
 	SessionMeta
 	FailureReason FailureReason `json:"failureReason"`
 	Message       string        `json:"message,omitempty"`
 }
 
-// AgentSessionRetriedEvent: Failed -> Queued.
+// AgentSessionRetriedEvent records the move Failed -> Queued.
 type AgentSessionRetriedEvent struct {
 	SessionMeta
 	RetryCount            int    `json:"retryCount"`
 	AdditionalInstruction string `json:"additionalInstruction,omitempty"`
 }
 
-// ContextNearingLimitEvent: the context window crossed the warning threshold.
+// ContextNearingLimitEvent records that the context window crossed the warning threshold.
 type ContextNearingLimitEvent struct {
 	SessionMeta
 	UsagePercent      float64 `json:"usagePercent"`
 	ModelContextLimit int64   `json:"modelContextLimit"`
 }
 
-// ContextExhaustedEvent: Running -> ContextExhausted; start the handoff.
+// ContextExhaustedEvent records the move Running -> ContextExhausted; start the handoff.
 type ContextExhaustedEvent struct {
 	SessionMeta
 	ChainID *uuid.UUID `json:"chainId,omitempty"`
 }
 
-// SessionVoluntaryHandoffEvent: the agent handed off on its own
+// SessionVoluntaryHandoffEvent records that the agent handed off on its own
 // (Running -> ContextExhausted). It carries the handoff content so the
 // reaction can create the chain's handoff document.
 type SessionVoluntaryHandoffEvent struct {
@@ -151,32 +151,74 @@ type SessionVoluntaryHandoffEvent struct {
 	ChainID       *uuid.UUID `json:"chainId,omitempty"`
 }
 
-// SessionChainAssignedEvent: the session was linked to a chain.
+// SessionChainAssignedEvent records that the session was linked to a chain.
 type SessionChainAssignedEvent struct {
 	SessionMeta
 	ChainID uuid.UUID `json:"chainId"`
 }
 
-// EventType names.
-func (AgentSessionCreatedEvent) EventType() string       { return "agent_session_created" }
-func (AgentSessionStartedEvent) EventType() string       { return "agent_session_started" }
-func (AgentSessionTurnBegunEvent) EventType() string     { return "agent_session_turn_begun" }
+// EventType returns "agent_session_created".
+func (AgentSessionCreatedEvent) EventType() string { return "agent_session_created" }
+
+// EventType returns "agent_session_started".
+func (AgentSessionStartedEvent) EventType() string { return "agent_session_started" }
+
+// EventType returns "agent_session_turn_begun".
+func (AgentSessionTurnBegunEvent) EventType() string { return "agent_session_turn_begun" }
+
+// EventType returns "agent_session_turn_completed".
 func (AgentSessionTurnCompletedEvent) EventType() string { return "agent_session_turn_completed" }
-func (AgentSessionOutputReadyEvent) EventType() string   { return "agent_session_output_ready" }
+
+// EventType returns "agent_session_output_ready".
+func (AgentSessionOutputReadyEvent) EventType() string { return "agent_session_output_ready" }
+
+// EventType returns "session_interrupt_requested".
 func (SessionInterruptRequestedEvent) EventType() string { return "session_interrupt_requested" }
-func (SessionInterruptedEvent) EventType() string        { return "session_interrupted" }
-func (SessionPauseRequestedEvent) EventType() string     { return "session_pause_requested" }
-func (SessionPausedEvent) EventType() string             { return "session_paused" }
-func (SessionResumeRequestedEvent) EventType() string    { return "session_resume_requested" }
-func (SessionResumedEvent) EventType() string            { return "session_resumed" }
-func (SessionCancelRequestedEvent) EventType() string    { return "session_cancel_requested" }
-func (SessionCancelledEvent) EventType() string          { return "session_cancelled" }
-func (AgentSessionApprovedEvent) EventType() string      { return "agent_session_approved" }
-func (AgentSessionClosedEvent) EventType() string        { return "agent_session_closed" }
-func (AgentSessionRejectedEvent) EventType() string      { return "agent_session_rejected" }
-func (AgentSessionFailedEvent) EventType() string        { return "agent_session_failed" }
-func (AgentSessionRetriedEvent) EventType() string       { return "agent_session_retried" }
-func (ContextNearingLimitEvent) EventType() string       { return "context_nearing_limit" }
-func (ContextExhaustedEvent) EventType() string          { return "context_exhausted" }
-func (SessionVoluntaryHandoffEvent) EventType() string   { return "session_voluntary_handoff" }
-func (SessionChainAssignedEvent) EventType() string      { return "session_chain_assigned" }
+
+// EventType returns "session_interrupted".
+func (SessionInterruptedEvent) EventType() string { return "session_interrupted" }
+
+// EventType returns "session_pause_requested".
+func (SessionPauseRequestedEvent) EventType() string { return "session_pause_requested" }
+
+// EventType returns "session_paused".
+func (SessionPausedEvent) EventType() string { return "session_paused" }
+
+// EventType returns "session_resume_requested".
+func (SessionResumeRequestedEvent) EventType() string { return "session_resume_requested" }
+
+// EventType returns "session_resumed".
+func (SessionResumedEvent) EventType() string { return "session_resumed" }
+
+// EventType returns "session_cancel_requested".
+func (SessionCancelRequestedEvent) EventType() string { return "session_cancel_requested" }
+
+// EventType returns "session_cancelled".
+func (SessionCancelledEvent) EventType() string { return "session_cancelled" }
+
+// EventType returns "agent_session_approved".
+func (AgentSessionApprovedEvent) EventType() string { return "agent_session_approved" }
+
+// EventType returns "agent_session_closed".
+func (AgentSessionClosedEvent) EventType() string { return "agent_session_closed" }
+
+// EventType returns "agent_session_rejected".
+func (AgentSessionRejectedEvent) EventType() string { return "agent_session_rejected" }
+
+// EventType returns "agent_session_failed".
+func (AgentSessionFailedEvent) EventType() string { return "agent_session_failed" }
+
+// EventType returns "agent_session_retried".
+func (AgentSessionRetriedEvent) EventType() string { return "agent_session_retried" }
+
+// EventType returns "context_nearing_limit".
+func (ContextNearingLimitEvent) EventType() string { return "context_nearing_limit" }
+
+// EventType returns "context_exhausted".
+func (ContextExhaustedEvent) EventType() string { return "context_exhausted" }
+
+// EventType returns "session_voluntary_handoff".
+func (SessionVoluntaryHandoffEvent) EventType() string { return "session_voluntary_handoff" }
+
+// EventType returns "session_chain_assigned".
+func (SessionChainAssignedEvent) EventType() string { return "session_chain_assigned" }

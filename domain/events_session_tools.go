@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// ToolPermissionRequestedEvent: a tool use waits for the owner's approval
+// ToolPermissionRequestedEvent records that a tool use waits for the owner's approval
 // (Running -> WaitingForApproval). ExpiresAt is when the policy's timeout
 // behaviour applies.
 type ToolPermissionRequestedEvent struct {
@@ -33,7 +33,7 @@ const (
 	DecidedBySessionStopping PermissionDecider = "session_stopping"
 )
 
-// ToolPermissionGrantedEvent: the tool may run; send `permission_response`
+// ToolPermissionGrantedEvent records that the tool may run; send `permission_response`
 // with behavior allow.
 type ToolPermissionGrantedEvent struct {
 	SessionMeta
@@ -43,7 +43,7 @@ type ToolPermissionGrantedEvent struct {
 	DecidedBy PermissionDecider `json:"decidedBy"`
 }
 
-// ToolPermissionDeniedEvent: the tool may not run; send `permission_response`
+// ToolPermissionDeniedEvent records that the tool may not run; send `permission_response`
 // with behavior deny and the message for the agent.
 type ToolPermissionDeniedEvent struct {
 	SessionMeta
@@ -53,7 +53,7 @@ type ToolPermissionDeniedEvent struct {
 	DecidedBy PermissionDecider `json:"decidedBy"`
 }
 
-// ToolPermissionTimedOutEvent: nobody answered a permission request in time.
+// ToolPermissionTimedOutEvent records that nobody answered a permission request in time.
 type ToolPermissionTimedOutEvent struct {
 	SessionMeta
 	RequestID string                    `json:"requestId"`
@@ -61,7 +61,7 @@ type ToolPermissionTimedOutEvent struct {
 	Behavior  PermissionTimeoutBehavior `json:"behavior"`
 }
 
-// AgentMessageRecordedEvent: a classified message was added to the
+// AgentMessageRecordedEvent records that a classified message was added to the
 // session's (or a subagent's) transcript.
 type AgentMessageRecordedEvent struct {
 	SessionMeta
@@ -71,7 +71,7 @@ type AgentMessageRecordedEvent struct {
 	Timestamp  time.Time          `json:"timestamp"`
 }
 
-// ToolCallStartedEvent: the agent invoked a tool.
+// ToolCallStartedEvent records that the agent invoked a tool.
 type ToolCallStartedEvent struct {
 	SessionMeta
 	ToolCallID uuid.UUID  `json:"toolCallId"`
@@ -79,7 +79,7 @@ type ToolCallStartedEvent struct {
 	SubAgentID *uuid.UUID `json:"subAgentId,omitempty"`
 }
 
-// ToolCallCompletedEvent: the tool's result was attached to its call.
+// ToolCallCompletedEvent records that the tool's result was attached to its call.
 type ToolCallCompletedEvent struct {
 	SessionMeta
 	ToolCallID uuid.UUID      `json:"toolCallId"`
@@ -89,35 +89,56 @@ type ToolCallCompletedEvent struct {
 	IsError    bool           `json:"isError"`
 }
 
-// SubAgentSessionStartedEvent: the agent spawned a subagent. SessionID is
-// the parent session.
+// SubAgentSessionStartedEvent records that the agent spawned a subagent.
 type SubAgentSessionStartedEvent struct {
 	SessionMeta
-	SubAgentID uuid.UUID `json:"subAgentId"`
-	ModelID    string    `json:"modelId"`
+	// ParentSessionID is the session that spawned the subagent (= SessionID).
+	ParentSessionID uuid.UUID `json:"parentSessionId"`
+	SubAgentID      uuid.UUID `json:"subAgentId"`
+	ModelID         string    `json:"modelId"`
 }
 
-// SubAgentSessionCompletedEvent: a subagent finished.
+// SubAgentSessionCompletedEvent records that a subagent finished.
 type SubAgentSessionCompletedEvent struct {
 	SessionMeta
-	SubAgentID uuid.UUID `json:"subAgentId"`
+	ParentSessionID uuid.UUID `json:"parentSessionId"`
+	SubAgentID      uuid.UUID `json:"subAgentId"`
 }
 
-// SubAgentSessionFailedEvent: a subagent failed.
+// SubAgentSessionFailedEvent records that a subagent failed.
 type SubAgentSessionFailedEvent struct {
 	SessionMeta
-	SubAgentID    uuid.UUID     `json:"subAgentId"`
-	FailureReason FailureReason `json:"failureReason"`
+	ParentSessionID uuid.UUID     `json:"parentSessionId"`
+	SubAgentID      uuid.UUID     `json:"subAgentId"`
+	FailureReason   FailureReason `json:"failureReason"`
 }
 
-// EventType names.
-func (ToolPermissionRequestedEvent) EventType() string  { return "tool_permission_requested" }
-func (ToolPermissionGrantedEvent) EventType() string    { return "tool_permission_granted" }
-func (ToolPermissionDeniedEvent) EventType() string     { return "tool_permission_denied" }
-func (ToolPermissionTimedOutEvent) EventType() string   { return "tool_permission_timed_out" }
-func (AgentMessageRecordedEvent) EventType() string     { return "agent_message_recorded" }
-func (ToolCallStartedEvent) EventType() string          { return "tool_call_started" }
-func (ToolCallCompletedEvent) EventType() string        { return "tool_call_completed" }
-func (SubAgentSessionStartedEvent) EventType() string   { return "sub_agent_session_started" }
+// EventType returns "tool_permission_requested".
+func (ToolPermissionRequestedEvent) EventType() string { return "tool_permission_requested" }
+
+// EventType returns "tool_permission_granted".
+func (ToolPermissionGrantedEvent) EventType() string { return "tool_permission_granted" }
+
+// EventType returns "tool_permission_denied".
+func (ToolPermissionDeniedEvent) EventType() string { return "tool_permission_denied" }
+
+// EventType returns "tool_permission_timed_out".
+func (ToolPermissionTimedOutEvent) EventType() string { return "tool_permission_timed_out" }
+
+// EventType returns "agent_message_recorded".
+func (AgentMessageRecordedEvent) EventType() string { return "agent_message_recorded" }
+
+// EventType returns "tool_call_started".
+func (ToolCallStartedEvent) EventType() string { return "tool_call_started" }
+
+// EventType returns "tool_call_completed".
+func (ToolCallCompletedEvent) EventType() string { return "tool_call_completed" }
+
+// EventType returns "sub_agent_session_started".
+func (SubAgentSessionStartedEvent) EventType() string { return "sub_agent_session_started" }
+
+// EventType returns "sub_agent_session_completed".
 func (SubAgentSessionCompletedEvent) EventType() string { return "sub_agent_session_completed" }
-func (SubAgentSessionFailedEvent) EventType() string    { return "sub_agent_session_failed" }
+
+// EventType returns "sub_agent_session_failed".
+func (SubAgentSessionFailedEvent) EventType() string { return "sub_agent_session_failed" }

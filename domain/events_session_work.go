@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// SessionWaitingForInputEvent: the agent asked a question (Running -> WaitingForInput).
+// SessionWaitingForInputEvent records that the agent asked a question (Running -> WaitingForInput).
 type SessionWaitingForInputEvent struct {
 	SessionMeta
 	QuestionContent string    `json:"questionContent"`
@@ -14,7 +14,7 @@ type SessionWaitingForInputEvent struct {
 	ExpiresAt       time.Time `json:"expiresAt"`
 }
 
-// SessionInputReceivedEvent: the question was answered (WaitingForInput -> Running);
+// SessionInputReceivedEvent records that the question was answered (WaitingForInput -> Running);
 // send `answer_question`.
 type SessionInputReceivedEvent struct {
 	SessionMeta
@@ -23,71 +23,71 @@ type SessionInputReceivedEvent struct {
 	ByTimeout bool `json:"byTimeout"`
 }
 
-// SessionInputTimedOutEvent: nobody answered the question in time.
+// SessionInputTimedOutEvent records that nobody answered the question in time.
 type SessionInputTimedOutEvent struct {
 	SessionMeta
 	DefaultAnswerUsed bool `json:"defaultAnswerUsed"`
 }
 
-// SessionPauseTimedOutEvent: the session stayed paused too long and fails.
+// SessionPauseTimedOutEvent records that the session stayed paused too long and fails.
 type SessionPauseTimedOutEvent struct {
 	SessionMeta
 	PausedAt time.Time `json:"pausedAt"`
 }
 
-// SessionPlanCreatedEvent: the agent entered plan mode.
+// SessionPlanCreatedEvent records that the agent entered plan mode.
 type SessionPlanCreatedEvent struct{ SessionMeta }
 
-// SessionPlanPendingApprovalEvent: the agent submitted its plan.
+// SessionPlanPendingApprovalEvent records that the agent submitted its plan.
 type SessionPlanPendingApprovalEvent struct {
 	SessionMeta
 	RequiresApproval bool `json:"requiresApproval"`
 	PlanVersion      int  `json:"planVersion"`
 }
 
-// SessionPlanApprovedEvent: the plan was approved (by the owner, or
+// SessionPlanApprovedEvent records that the plan was approved (by the owner, or
 // automatically when no approval is required); send `plan_decision`.
 type SessionPlanApprovedEvent struct {
 	SessionMeta
 	Automatic bool `json:"automatic"`
 }
 
-// SessionPlanRejectedEvent: the owner rejected the plan; the feedback goes
+// SessionPlanRejectedEvent records that the owner rejected the plan; the feedback goes
 // to the agent so it can revise.
 type SessionPlanRejectedEvent struct {
 	SessionMeta
 	Feedback string `json:"feedback"`
 }
 
-// SessionTaskListUpdatedEvent: the agent's task list was replaced.
+// SessionTaskListUpdatedEvent records that the agent's task list was replaced.
 type SessionTaskListUpdatedEvent struct {
 	SessionMeta
 	TaskCount      int `json:"taskCount"`
 	CompletedCount int `json:"completedCount"`
 }
 
-// SessionSkillEnabledEvent: a skill was enabled on the session.
+// SessionSkillEnabledEvent records that a skill was enabled on the session.
 type SessionSkillEnabledEvent struct {
 	SessionMeta
 	SkillID uuid.UUID `json:"skillId"`
 }
 
-// SessionSkillDisabledEvent: a skill was disabled on the session.
+// SessionSkillDisabledEvent records that a skill was disabled on the session.
 type SessionSkillDisabledEvent struct {
 	SessionMeta
 	SkillID uuid.UUID `json:"skillId"`
 }
 
-// SessionReloadRequestedEvent: send `reload_config` with the composed config.
+// SessionReloadRequestedEvent asks to send `reload_config` with the composed config.
 type SessionReloadRequestedEvent struct {
 	SessionMeta
 	EnabledSkillIDs []uuid.UUID `json:"enabledSkillIds"`
 }
 
-// SessionReloadedEvent: the sidecar runs the new configuration (reload_config_ack).
+// SessionReloadedEvent records that the sidecar runs the new configuration (reload_config_ack).
 type SessionReloadedEvent struct{ SessionMeta }
 
-// SessionMetricsUpdatedEvent: a usage report was recorded.
+// SessionMetricsUpdatedEvent records that a usage report was recorded.
 type SessionMetricsUpdatedEvent struct {
 	SessionMeta
 	TotalCostUsd              USD        `json:"totalCostUsd"`
@@ -96,7 +96,7 @@ type SessionMetricsUpdatedEvent struct {
 	SubAgentID                *uuid.UUID `json:"subAgentId,omitempty"`
 }
 
-// SessionBudgetWarningEvent: spend crossed WarnAtPercent of the cap (once per cap).
+// SessionBudgetWarningEvent records that spend crossed WarnAtPercent of the cap (once per cap).
 type SessionBudgetWarningEvent struct {
 	SessionMeta
 	SpentUsd    USD     `json:"spentUsd"`
@@ -104,7 +104,7 @@ type SessionBudgetWarningEvent struct {
 	PercentUsed float64 `json:"percentUsed"`
 }
 
-// SessionBudgetExhaustedEvent: spend reached the cap (once per cap); a
+// SessionBudgetExhaustedEvent records that spend reached the cap (once per cap); a
 // running session is asked to pause.
 type SessionBudgetExhaustedEvent struct {
 	SessionMeta
@@ -112,7 +112,7 @@ type SessionBudgetExhaustedEvent struct {
 	CapUsd   USD `json:"capUsd"`
 }
 
-// SessionBudgetRaisedEvent: the owner raised the cap.
+// SessionBudgetRaisedEvent records that the owner raised the cap.
 type SessionBudgetRaisedEvent struct {
 	SessionMeta
 	PreviousCapUsd USD `json:"previousCapUsd"`
@@ -120,7 +120,7 @@ type SessionBudgetRaisedEvent struct {
 	SpentUsd       USD `json:"spentUsd"`
 }
 
-// SessionAutoContinuedEvent: validation failed after a turn and the
+// SessionAutoContinuedEvent records that validation failed after a turn and the
 // session continues on its own.
 type SessionAutoContinuedEvent struct {
 	SessionMeta
@@ -128,7 +128,7 @@ type SessionAutoContinuedEvent struct {
 	MaxContinuations  int `json:"maxContinuations"`
 }
 
-// AgentAPITaskCreatedEvent: the agent created a follow-up task through the
+// AgentAPITaskCreatedEvent records that the agent created a follow-up task through the
 // agent API.
 type AgentAPITaskCreatedEvent struct {
 	SessionMeta
@@ -137,23 +137,59 @@ type AgentAPITaskCreatedEvent struct {
 	Source        string     `json:"source"`
 }
 
-// EventType names.
-func (SessionWaitingForInputEvent) EventType() string     { return "session_waiting_for_input" }
-func (SessionInputReceivedEvent) EventType() string       { return "session_input_received" }
-func (SessionInputTimedOutEvent) EventType() string       { return "session_input_timed_out" }
-func (SessionPauseTimedOutEvent) EventType() string       { return "session_pause_timed_out" }
-func (SessionPlanCreatedEvent) EventType() string         { return "session_plan_created" }
+// EventType returns "session_waiting_for_input".
+func (SessionWaitingForInputEvent) EventType() string { return "session_waiting_for_input" }
+
+// EventType returns "session_input_received".
+func (SessionInputReceivedEvent) EventType() string { return "session_input_received" }
+
+// EventType returns "session_input_timed_out".
+func (SessionInputTimedOutEvent) EventType() string { return "session_input_timed_out" }
+
+// EventType returns "session_pause_timed_out".
+func (SessionPauseTimedOutEvent) EventType() string { return "session_pause_timed_out" }
+
+// EventType returns "session_plan_created".
+func (SessionPlanCreatedEvent) EventType() string { return "session_plan_created" }
+
+// EventType returns "session_plan_pending_approval".
 func (SessionPlanPendingApprovalEvent) EventType() string { return "session_plan_pending_approval" }
-func (SessionPlanApprovedEvent) EventType() string        { return "session_plan_approved" }
-func (SessionPlanRejectedEvent) EventType() string        { return "session_plan_rejected" }
-func (SessionTaskListUpdatedEvent) EventType() string     { return "session_task_list_updated" }
-func (SessionSkillEnabledEvent) EventType() string        { return "session_skill_enabled" }
-func (SessionSkillDisabledEvent) EventType() string       { return "session_skill_disabled" }
-func (SessionReloadRequestedEvent) EventType() string     { return "session_reload_requested" }
-func (SessionReloadedEvent) EventType() string            { return "session_reloaded" }
-func (SessionMetricsUpdatedEvent) EventType() string      { return "session_metrics_updated" }
-func (SessionBudgetWarningEvent) EventType() string       { return "session_budget_warning" }
-func (SessionBudgetExhaustedEvent) EventType() string     { return "session_budget_exhausted" }
-func (SessionBudgetRaisedEvent) EventType() string        { return "session_budget_raised" }
-func (SessionAutoContinuedEvent) EventType() string       { return "session_auto_continued" }
-func (AgentAPITaskCreatedEvent) EventType() string        { return "agent_api_task_created" }
+
+// EventType returns "session_plan_approved".
+func (SessionPlanApprovedEvent) EventType() string { return "session_plan_approved" }
+
+// EventType returns "session_plan_rejected".
+func (SessionPlanRejectedEvent) EventType() string { return "session_plan_rejected" }
+
+// EventType returns "session_task_list_updated".
+func (SessionTaskListUpdatedEvent) EventType() string { return "session_task_list_updated" }
+
+// EventType returns "session_skill_enabled".
+func (SessionSkillEnabledEvent) EventType() string { return "session_skill_enabled" }
+
+// EventType returns "session_skill_disabled".
+func (SessionSkillDisabledEvent) EventType() string { return "session_skill_disabled" }
+
+// EventType returns "session_reload_requested".
+func (SessionReloadRequestedEvent) EventType() string { return "session_reload_requested" }
+
+// EventType returns "session_reloaded".
+func (SessionReloadedEvent) EventType() string { return "session_reloaded" }
+
+// EventType returns "session_metrics_updated".
+func (SessionMetricsUpdatedEvent) EventType() string { return "session_metrics_updated" }
+
+// EventType returns "session_budget_warning".
+func (SessionBudgetWarningEvent) EventType() string { return "session_budget_warning" }
+
+// EventType returns "session_budget_exhausted".
+func (SessionBudgetExhaustedEvent) EventType() string { return "session_budget_exhausted" }
+
+// EventType returns "session_budget_raised".
+func (SessionBudgetRaisedEvent) EventType() string { return "session_budget_raised" }
+
+// EventType returns "session_auto_continued".
+func (SessionAutoContinuedEvent) EventType() string { return "session_auto_continued" }
+
+// EventType returns "agent_api_task_created".
+func (AgentAPITaskCreatedEvent) EventType() string { return "agent_api_task_created" }

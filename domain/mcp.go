@@ -60,6 +60,7 @@ func (d MCPToolDefinition) Validate() error {
 // documents from files or the network.
 type denyLoader struct{}
 
+// Load refuses every document.
 func (denyLoader) Load(string) (any, error) { return nil, errors.New(errRemoteSchemaReference) }
 
 // validateInputSchema compiles the schema against its meta-schema (draft

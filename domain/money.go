@@ -83,6 +83,9 @@ func (u USD) MarshalJSON() ([]byte, error) { return []byte(u.String()), nil }
 
 // UnmarshalJSON reads a JSON number or a numeric string.
 func (u *USD) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	v, err := ParseUSD(strings.Trim(string(b), `"`))
 	if err != nil {
 		return err

@@ -57,16 +57,18 @@ func (p SessionPool) CanAllocate(activeCount int) bool { return activeCount < p.
 // Allocate gives a Queued session a slot and starts it (Start: Queued ->
 // Running), raising SessionAllocatedEvent and AgentSessionStartedEvent on
 // the session. When the pool is full the session stays Queued, raises
-// SessionPoolExhaustedEvent (still to be saved, so the owner is told) and a
-// *PoolExhaustedError is returned. Any error of Start (no API key, spent
+// SessionPoolExhaustedEvent and a *PoolExhaustedError (which carries the
+// event too) is returned: save the session anyway, or publish the error's
+// event, so the owner is told. Any error of Start (no API key, spent
 // budget, not Queued) is returned as is, with no allocation.
 func (p SessionPool) Allocate(s *AgentSession, activeCount int, now time.Time) error {
 	if err := s.allow(OpStart); err != nil {
 		return err
 	}
 	if !p.CanAllocate(activeCount) {
-		s.raise(SessionPoolExhaustedEvent{SessionMeta: s.meta(now), CurrentCount: activeCount, MaxCount: p.MaxCount()})
-		return &PoolExhaustedError{ActiveCount: activeCount, MaxCount: p.MaxCount()}
+		e := SessionPoolExhaustedEvent{SessionMeta: s.meta(now), AttemptedSessionID: s.id, CurrentCount: activeCount, MaxCount: p.MaxCount()}
+		s.raise(e)
+		return &PoolExhaustedError{ActiveCount: activeCount, MaxCount: p.MaxCount(), Event: e}
 	}
 	pending := len(s.events)
 	if err := s.Start(now); err != nil {

@@ -32,14 +32,27 @@ func NewSessionMessageQueue(sessionID, ownerID uuid.UUID) (*SessionMessageQueue,
 	return &SessionMessageQueue{sessionID: sessionID, ownerID: ownerID}, nil
 }
 
+// SessionMessageQueueSnapshot is the stored state of a queue.
+type SessionMessageQueueSnapshot struct {
+	SessionID uuid.UUID        `json:"sessionId"`
+	OwnerID   uuid.UUID        `json:"ownerId"`
+	Messages  []SessionMessage `json:"messages"`
+	Version   int64            `json:"version"`
+}
+
+// Snapshot returns the queue as plain values.
+func (q *SessionMessageQueue) Snapshot() SessionMessageQueueSnapshot {
+	return SessionMessageQueueSnapshot{SessionID: q.sessionID, OwnerID: q.ownerID, Messages: q.Messages(), Version: q.version}
+}
+
 // UnmarshalSessionMessageQueueFromDatabase rebuilds a stored queue.
-func UnmarshalSessionMessageQueueFromDatabase(sessionID, ownerID uuid.UUID, messages []SessionMessage, version int64) (*SessionMessageQueue, error) {
-	q, err := NewSessionMessageQueue(sessionID, ownerID)
+func UnmarshalSessionMessageQueueFromDatabase(snap SessionMessageQueueSnapshot) (*SessionMessageQueue, error) {
+	q, err := NewSessionMessageQueue(snap.SessionID, snap.OwnerID)
 	if err != nil {
 		return nil, err
 	}
 	seen := map[uuid.UUID]bool{}
-	for _, m := range messages {
+	for _, m := range snap.Messages {
 		if m.MessageID == uuid.Nil || seen[m.MessageID] {
 			return nil, invalid("messages", "message ids must be set and unique")
 		}
@@ -51,7 +64,7 @@ func UnmarshalSessionMessageQueueFromDatabase(sessionID, ownerID uuid.UUID, mess
 		q.messages = append(q.messages, m.clone())
 		q.nextSeq = max(q.nextSeq, m.Sequence+1)
 	}
-	q.version = version
+	q.version = snap.Version
 	return q, nil
 }
 
@@ -79,8 +92,8 @@ func (q *SessionMessageQueue) Enqueue(id uuid.UUID, content string, priority Mes
 	if !source.IsValid() {
 		return SessionMessage{}, invalid("source", "unknown source %q", source)
 	}
-	if q.index(id) >= 0 {
-		return SessionMessage{}, &TransitionError{Aggregate: "SessionMessageQueue", Operation: "Enqueue", Status: "Open", Reason: ErrDuplicate}
+	if i := q.index(id); i >= 0 {
+		return SessionMessage{}, &TransitionError{Aggregate: "SessionMessage", Operation: "Enqueue", Status: string(q.messages[i].Status), Reason: ErrDuplicate}
 	}
 	m := SessionMessage{MessageID: id, Content: content, Priority: priority, Status: MessagePending, Source: source,
 		Sequence: q.nextSeq, CreatedAt: now.UTC()}
@@ -125,7 +138,7 @@ func (q *SessionMessageQueue) MarkDelivered(id uuid.UUID, now time.Time) error {
 	}
 	t := now.UTC()
 	m.Status, m.DeliveredAt = MessageDelivered, &t
-	q.raise(MessageDeliveredEvent{QueueMeta: q.meta(now), MessageID: id})
+	q.raise(MessageDeliveredEvent{QueueMeta: q.meta(now), MessageID: id, DeliveredAt: t})
 	return nil
 }
 

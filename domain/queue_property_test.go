@@ -120,9 +120,9 @@ func runQueueProperty(t *testing.T, seed uint64, ops int) {
 		}
 		checkPendingOrder(t, q, model)
 		if i%100 == 99 { // persistence keeps the queue as it was
-			re, err := domain.UnmarshalSessionMessageQueueFromDatabase(q.SessionID(), q.OwnerID(), q.Messages(), q.Version())
+			re, err := domain.UnmarshalSessionMessageQueueFromDatabase(q.Snapshot())
 			require.NoError(t, err)
-			require.Equal(t, q.Pending(), re.Pending())
+			require.Equal(t, q.Snapshot(), re.Snapshot())
 			q = re
 		}
 	}

@@ -152,11 +152,14 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 	if err := timeouts.Validate(); err != nil {
 		return nil, err
 	}
-	for field, id := range map[string]*uuid.UUID{"templateId": p.TemplateID, "chainId": p.ChainID} {
-		if id != nil {
-			if err := requireID(field, *id); err != nil {
-				return nil, err
-			}
+	if p.TemplateID != nil {
+		if err := requireID("templateId", *p.TemplateID); err != nil {
+			return nil, err
+		}
+	}
+	if p.ChainID != nil {
+		if err := requireID("chainId", *p.ChainID); err != nil {
+			return nil, err
 		}
 	}
 	now := p.Now.UTC()

@@ -210,3 +210,13 @@ func TestPauseTimeoutRestartsWithEachPause(t *testing.T) {
 	require.ErrorIs(t, s.ExpirePause(t0.Add(10*time.Minute)), domain.ErrNoTimeoutDue, "a timer of an earlier pause does not fail this one")
 	require.NoError(t, s.ExpirePause(t0.Add(15*time.Minute)))
 }
+
+func TestPlanApprovalHasNoTimeout(t *testing.T) {
+	t.Parallel()
+	s := load(t, snapshotIn(t, domain.StatusWaitingForApproval))
+	_, ok := s.NextDeadline()
+	assert.False(t, ok, "a plan waits for its owner without a deadline")
+	require.ErrorIs(t, s.ExpireTimeouts(t0.Add(365*24*time.Hour)), domain.ErrNoTimeoutDue)
+	require.ErrorIs(t, s.ExpireToolPermission(t0.Add(time.Hour)), domain.ErrNoTimeoutDue)
+	assert.Equal(t, domain.StatusWaitingForApproval, s.Status())
+}

@@ -66,7 +66,7 @@ func (s *AgentSession) StartSubAgent(id uuid.UUID, modelID, objective string, no
 	if err != nil {
 		return nil, err
 	}
-	s.raise(SubAgentSessionStartedEvent{SessionMeta: s.meta(now), SubAgentID: id, ModelID: a.ModelID()})
+	s.raise(SubAgentSessionStartedEvent{SessionMeta: s.meta(now), ParentSessionID: s.id, SubAgentID: id, ModelID: a.ModelID()})
 	return a, nil
 }
 
@@ -78,7 +78,7 @@ func (s *AgentSession) CompleteSubAgent(a *SubAgentSession, now time.Time) error
 	if err := a.finish("Complete", StatusCompleted, "", now); err != nil {
 		return err
 	}
-	s.raise(SubAgentSessionCompletedEvent{SessionMeta: s.meta(now), SubAgentID: a.ID()})
+	s.raise(SubAgentSessionCompletedEvent{SessionMeta: s.meta(now), ParentSessionID: s.id, SubAgentID: a.ID()})
 	return nil
 }
 
@@ -93,7 +93,7 @@ func (s *AgentSession) FailSubAgent(a *SubAgentSession, reason FailureReason, no
 	if err := a.finish("Fail", StatusFailed, reason, now); err != nil {
 		return err
 	}
-	s.raise(SubAgentSessionFailedEvent{SessionMeta: s.meta(now), SubAgentID: a.ID(), FailureReason: reason})
+	s.raise(SubAgentSessionFailedEvent{SessionMeta: s.meta(now), ParentSessionID: s.id, SubAgentID: a.ID(), FailureReason: reason})
 	return nil
 }
 

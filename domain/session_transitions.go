@@ -98,6 +98,7 @@ type transitionKey struct {
 var (
 	sessionTransitions []Transition
 	transitionIndex    = map[transitionKey]SessionStatus{}
+	allowedIndex       = map[SessionStatus]map[Operation]bool{}
 )
 
 // Status sets used to build the table.
@@ -224,6 +225,10 @@ func init() {
 			panic("domain: duplicate session transition " + string(t.Op) + " from " + string(t.From))
 		}
 		transitionIndex[k] = t.To
+		if allowedIndex[t.From] == nil {
+			allowedIndex[t.From] = map[Operation]bool{}
+		}
+		allowedIndex[t.From][t.Op] = true
 	}
 }
 
@@ -257,9 +262,7 @@ func AllowedOperations(s SessionStatus) []Operation {
 }
 
 // CanPerform reports whether the table allows op in status s (in some case).
-func CanPerform(s SessionStatus, op Operation) bool {
-	return slices.Contains(AllowedOperations(s), op)
-}
+func CanPerform(s SessionStatus, op Operation) bool { return allowedIndex[s][op] }
 
 // NextStatus looks up the table: the status op in case c leads to from
 // status from, and whether the table allows that move at all.

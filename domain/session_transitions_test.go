@@ -23,10 +23,10 @@ type invocation struct {
 }
 
 var (
-	skillID    = uuid.MustParse("00000000-0000-4000-8000-0000000000a1")
-	enabledID  = uuid.MustParse("00000000-0000-4000-8000-0000000000a2")
-	requestID  = "perm-1"
-	dueSoon    = func(s *domain.AgentSessionSnapshot) {}
+	skillID     = uuid.MustParse("00000000-0000-4000-8000-0000000000a1")
+	enabledID   = uuid.MustParse("00000000-0000-4000-8000-0000000000a2")
+	requestID   = "perm-1"
+	dueSoon     = func(s *domain.AgentSessionSnapshot) {}
 	pendingPerm = func(s *domain.AgentSessionSnapshot) {
 		s.Plan = nil
 		s.PendingPermission = &domain.PermissionRequest{RequestID: requestID, ToolName: "Bash", Input: `{}`, AskedAt: t0, ExpiresAt: t0.Add(time.Minute)}
@@ -131,7 +131,7 @@ func invocations() []invocation {
 		{domain.OpExpireToolPermission, domain.CaseTimeoutFail, onTimeout(domain.TimeoutFail), func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.ExpireToolPermission(now)
 		}},
-		{domain.OpExpirePause, domain.CaseNone, dueSoon, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ExpirePause(now) }},
+		{domain.OpExpirePause, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ExpirePause(now) }},
 		{domain.OpEnableSkill, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.EnableSkill(mustSkill(t, skillID, "go-style", "Use gofmt."), now)
 		}},
@@ -143,12 +143,16 @@ func invocations() []invocation {
 		{domain.OpApproveOutput, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.HasPendingReview = true },
 			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ApproveOutput(now) }},
 		{domain.OpRejectOutput, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.HasPendingReview = true },
-			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RejectOutput("tests are missing", now) }},
+			func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+				return s.RejectOutput("tests are missing", now)
+			}},
 		{domain.OpClose, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.Close(now) }},
 		{domain.OpRecordFailure, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.RecordFailure(domain.FailureAgentError, "exit 1", now)
 		}},
-		{domain.OpRetry, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.Retry("try smaller steps", now) }},
+		{domain.OpRetry, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.Retry("try smaller steps", now)
+		}},
 		{domain.OpRecordAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
 			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 5, IsEnabled: true}
 		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RecordAutoContinuation(now) }},

@@ -27,7 +27,8 @@ func (Queues) Get(ctx context.Context, q Querier, sessionID, ownerID uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	return domain.UnmarshalSessionMessageQueueFromDatabase(sessionID, ownerID, doc.Messages, version)
+	return domain.UnmarshalSessionMessageQueueFromDatabase(domain.SessionMessageQueueSnapshot{
+		SessionID: sessionID, OwnerID: ownerID, Messages: doc.Messages, Version: version})
 }
 
 // Update loads the queue, lets change modify it, and saves it with its events.

@@ -1,0 +1,65 @@
+package domain_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/domain"
+)
+
+func TestAPIKey(t *testing.T) {
+	t.Parallel()
+	s, err := domain.NewAgentSession(newSessionParams())
+	require.NoError(t, err)
+	assert.False(t, s.VerifyAPIKey("abk_anything"))
+	key, err := s.GenerateAPIKey(entropy())
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(key, domain.APIKeyPrefix))
+	assert.Len(t, s.APIKeyHash(), 64)
+	assert.Equal(t, domain.HashAPIKey(key), s.APIKeyHash(), "only the SHA-256 is kept")
+	assert.NotContains(t, s.APIKeyHash(), key)
+	assert.True(t, s.VerifyAPIKey(key))
+	assert.False(t, s.VerifyAPIKey(key+"x"))
+
+	_, err = s.GenerateAPIKey(strings.NewReader("short"))
+	require.Error(t, err, "a short random source is an error, not a weak key")
+	_, err = s.GenerateAPIKey(nil)
+	require.ErrorIs(t, err, domain.ErrValidation)
+
+	require.NoError(t, s.Start(t0))
+	_, err = s.GenerateAPIKey(entropy())
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "the hash is immutable once started")
+	assert.True(t, s.VerifyAPIKey(key))
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	sub := uuid.New()
+	u := usage("opus", domain.Dollars(1), 1, 2, 3)
+	u.SubAgentID = &sub
+	require.NoError(t, s.UpdateMetrics(u, t0))
+	require.NoError(t, s.UpdateSessionTaskList([]domain.SessionTask{{ID: "1", Subject: "a", Status: domain.TaskPending}}, t0))
+	require.NoError(t, s.RecordUserQuestionAsked("?", []string{"a"}, t0))
+
+	snap := s.Snapshot()
+	re := load(t, snap)
+	assert.Equal(t, snap, re.Snapshot())
+	assert.Empty(t, re.PopEvents(), "loading raises nothing")
+
+	snap.Metrics.TokenUsageByModel["opus"] = domain.TokenUsage{}
+	assert.NotEqual(t, snap.Metrics.TokenUsageByModel["opus"], s.Metrics().TokenUsageByModel["opus"], "snapshots do not alias the aggregate")
+
+	bad := s.Snapshot()
+	bad.Status = "Sleeping"
+	_, err := domain.UnmarshalAgentSessionFromDatabase(bad)
+	require.ErrorIs(t, err, domain.ErrValidation)
+	bad = s.Snapshot()
+	bad.PendingQuestion = nil
+	_, err = domain.UnmarshalAgentSessionFromDatabase(bad)
+	require.ErrorIs(t, err, domain.ErrValidation, "a session waiting for input has a question")
+}
