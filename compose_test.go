@@ -2,6 +2,7 @@ package agentbus_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
@@ -12,7 +13,7 @@ import (
 
 // longRunning lists every long-running agentbus component: each needs its
 // own service in compose.yaml.
-var longRunning = []string{"relay"}
+var longRunning = []string{"relay", "worker-commands", "worker-outbox"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
@@ -32,10 +33,20 @@ func TestComposeHasEveryComponent(t *testing.T) {
 			require.NotNil(t, svc.HealthCheck, "service %s has no health check", name)
 			assert.NotEmpty(t, svc.HealthCheck.Test)
 			require.NotNil(t, svc.Build, "service %s must build from the Dockerfile", name)
+			for _, key := range []string{"NATS_URL", "NATS_REPLICAS", "DATABASE_URL", "REDIS_URL"} {
+				assert.NotNil(t, svc.Environment[key], "service %s needs %s", name, key)
+			}
 			for _, dep := range []string{"nats-1", "nats-2", "nats-3", "postgres", "redis", "migrate"} {
 				assert.Contains(t, svc.DependsOn, dep, "service %s must wait for %s", name, dep)
 			}
-			assert.Equal(t, name, svc.Command[0], "service %s runs the agentbus subcommand of its name", name)
+			// A worker's service is named worker-<name> and runs `agentbus
+			// worker <name>`; any other service runs the subcommand of its name.
+			want := []string{name}
+			if worker, ok := strings.CutPrefix(name, "worker-"); ok {
+				want = []string{"worker", worker}
+			}
+			require.GreaterOrEqual(t, len(svc.Command), len(want), "service %s has no command", name)
+			assert.Equal(t, want, []string(svc.Command[:len(want)]), "service %s runs the agentbus subcommand of its name", name)
 		})
 	}
 }

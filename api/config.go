@@ -49,6 +49,11 @@ type Config struct {
 	// QueueBurst is how many messages one session may enqueue at once;
 	// default 20.
 	QueueBurst int
+
+	// CommandTimeout is how long a command endpoint waits for the
+	// command's result before answering 504 (the command still runs);
+	// default 10s.
+	CommandTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +80,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueBurst <= 0 {
 		c.QueueBurst = 20
+	}
+	if c.CommandTimeout <= 0 {
+		c.CommandTimeout = 10 * time.Second
 	}
 }
 

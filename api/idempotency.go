@@ -20,6 +20,13 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // repeated Idempotency-Key.
 const IdempotentReplayedHeader = "Idempotent-Replayed"
 
+// metaReplayByCommand, set to true in an operation's Metadata, keeps the
+// middleware from storing the operation's responses (they hold a secret,
+// such as a new session's API key): a repeat runs the handler again with
+// the same CommandID, and the commands worker answers it with the stored
+// result of the first command, which leaves the secret out.
+const metaReplayByCommand = "idempotencyByCommand"
+
 // maxIdempotencyKey bounds the key's length.
 const maxIdempotencyKey = 255
 
@@ -107,6 +114,19 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 			WithField("header."+IdempotencyKeyHeader))
 		return
 	}
+	caller := "public"
+	if p, ok := PrincipalFrom(ctx.Context()); ok {
+		caller = p.scope()
+	}
+	u := ctx.URL()
+	k := IdempotencyScope{Caller: caller, Method: op.Method, Path: u.Path, Key: key}
+	if replay, _ := op.Metadata[metaReplayByCommand].(bool); replay {
+		// The response holds a secret that must not be stored: the
+		// command id derived from the key makes the repeat idempotent,
+		// and the command's stored result (without the secret) answers it.
+		next(huma.WithValue(ctx, idempotencyKey{}, k))
+		return
+	}
 	limit := op.MaxBodyBytes
 	if limit == 0 {
 		limit = 1024 * 1024 // Huma's default
@@ -120,12 +140,6 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		s.writeError(ctx, huma.Error400BadRequest("unable to read the request body"))
 		return
 	}
-	caller := "public"
-	if p, ok := PrincipalFrom(ctx.Context()); ok {
-		caller = p.scope()
-	}
-	u := ctx.URL()
-	k := IdempotencyScope{Caller: caller, Method: op.Method, Path: u.Path, Key: key}
 	stored, err := s.deps.Idempotency.Begin(ctx.Context(), k, sha256.Sum256(body))
 	switch {
 	case errors.Is(err, ErrIdempotencyMismatch):

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/internal/health"
+	"github.com/agentbus/agentbus/queries"
 )
 
 // Deps are the services the API reads from and writes to. A nil dependency
@@ -47,6 +48,11 @@ type Deps struct {
 	JetStream jetstream.JetStream
 	// Checks are the readiness checks served on /readyz; nil serves none.
 	Checks *health.Checks
+	// Commands sends the commands of the command endpoints and waits for
+	// their results (a *command.Client); nil answers 503 on them.
+	Commands CommandSender
+	// Queries answers the read endpoints; nil answers 503 on them.
+	Queries *queries.Store
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -113,6 +119,13 @@ func (s *Server) humaConfig() huma.Config {
 // addRoutes registers every operation of the API, one group per resource.
 func (s *Server) addRoutes(api huma.API) {
 	s.addStreamRoutes(api)
+	s.addSessionRoutes(api)
+	s.addSessionControlRoutes(api)
+	s.addSessionSkillRoutes(api)
+	s.addPermissionRoutes(api)
+	s.addQueueRoutes(api)
+	s.addPoolRoutes(api)
+	s.addAgentRoutes(api)
 }
 
 // ServeHTTP serves the API. A request that matches no route (404, 405)

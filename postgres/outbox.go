@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
 )
 
 // OutboxMessage is one event written in an aggregate's transaction and
@@ -65,41 +68,60 @@ func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 // OutboxPublisher moves committed outbox rows onto JetStream.
 //
 // Several copies may run: one holds a session-level advisory lock and
-// publishes, the others wait to take over. A single active publisher keeps
-// each aggregate's events in commit order.
+// publishes, the others wait to take over. A single active publisher that
+// publishes each round in position order, and the next round only once the
+// previous one is stored, keeps each aggregate's events in commit order.
 type OutboxPublisher struct {
 	// Pool is the database holding the outbox.
 	Pool *pgxpool.Pool
-	// JS publishes the events.
+	// JS is the JetStream connection the default Publisher publishes
+	// through.
 	JS jetstream.JetStream
-	// BatchSize is how many rows one round publishes at most (default 500).
+	// Publisher publishes each round's rows: a run of rows goes out as one
+	// atomic batch, stored with one fsync. Nil means bus.NewPublisher(JS)
+	// with its defaults.
+	Publisher *bus.Publisher
+	// BatchSize is how many rows one round reads and publishes at most
+	// (default 1000, one atomic batch of the default Publisher).
 	BatchSize int
 	// PollInterval is how often the outbox is read when no notification
 	// arrives (default 1s).
 	PollInterval time.Duration
 	// Log receives progress and errors (default slog.Default()).
 	Log *slog.Logger
+
+	init    sync.Once
+	initErr error
 }
 
 // outboxLockKey is the advisory lock that elects the active publisher.
 const outboxLockKey = 0x6167656e74627573 // "agentbus"
 
-func (p *OutboxPublisher) setDefaults() {
-	if p.BatchSize <= 0 {
-		p.BatchSize = 500
-	}
-	if p.PollInterval <= 0 {
-		p.PollInterval = time.Second
-	}
-	if p.Log == nil {
-		p.Log = slog.Default()
-	}
-	p.Log = p.Log.With("component", "outbox")
+// setDefaults fills in the defaults once, however many rounds run.
+func (p *OutboxPublisher) setDefaults() error {
+	p.init.Do(func() {
+		if p.BatchSize <= 0 {
+			p.BatchSize = 1000
+		}
+		if p.PollInterval <= 0 {
+			p.PollInterval = time.Second
+		}
+		if p.Log == nil {
+			p.Log = slog.Default()
+		}
+		p.Log = p.Log.With("component", "outbox")
+		if p.Publisher == nil {
+			p.Publisher, p.initErr = bus.NewPublisher(p.JS, bus.PublisherConfig{Logger: p.Log})
+		}
+	})
+	return p.initErr
 }
 
 // Run publishes until ctx ends. Errors are logged and retried.
 func (p *OutboxPublisher) Run(ctx context.Context) error {
-	p.setDefaults()
+	if err := p.setDefaults(); err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		err := p.lead(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -164,12 +186,15 @@ func (p *OutboxPublisher) lead(ctx context.Context) error {
 	}
 }
 
-// PublishPending publishes one batch of committed rows and deletes them.
-// Only rows of transactions older than every transaction still running are
-// read (pg_snapshot_xmin), so a row that commits late, behind rows with
-// higher positions, is picked up in a later round instead of skipped.
+// PublishPending publishes one round of committed rows, in position order,
+// and deletes them once JetStream stored every one. Only rows of
+// transactions older than every transaction still running are read
+// (pg_snapshot_xmin), so a row that commits late, behind rows with higher
+// positions, is picked up in a later round instead of skipped.
 func (p *OutboxPublisher) PublishPending(ctx context.Context) (int, error) {
-	p.setDefaults()
+	if err := p.setDefaults(); err != nil {
+		return 0, err
+	}
 	rows, err := p.Pool.Query(ctx, `
 		SELECT position, id, subject, type, payload::text
 		FROM outbox
@@ -179,55 +204,40 @@ func (p *OutboxPublisher) PublishPending(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	type row struct {
-		position int64
-		msg      *nats.Msg
-	}
-	var batch []row
+	var (
+		positions []int64
+		msgs      []*nats.Msg
+	)
 	for rows.Next() {
-		var r row
+		var position int64
 		var id uuid.UUID
 		var subject, typ, payload string
-		if err := rows.Scan(&r.position, &id, &subject, &typ, &payload); err != nil {
+		if err := rows.Scan(&position, &id, &subject, &typ, &payload); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		r.msg = &nats.Msg{Subject: subject, Data: []byte(payload), Header: nats.Header{}}
-		r.msg.Header.Set(jetstream.MsgIDHeader, id.String())
-		r.msg.Header.Set("Agents-Type", typ)
-		batch = append(batch, r)
+		m := &nats.Msg{Subject: subject, Data: []byte(payload), Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, id.String())
+		m.Header.Set("Agents-Type", typ)
+		positions = append(positions, position)
+		msgs = append(msgs, m)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	if len(batch) == 0 {
+	if len(msgs) == 0 {
 		return 0, nil
 	}
-	// Publish asynchronously but wait for every ack before deleting: on a
-	// failure nothing is deleted and the whole batch is sent again, which
-	// the Nats-Msg-Id makes harmless.
-	futures := make([]jetstream.PubAckFuture, len(batch))
-	for i, r := range batch {
-		f, err := p.JS.PublishMsgAsync(r.msg)
-		if err != nil {
-			return 0, fmt.Errorf("publish %s: %w", r.msg.Subject, err)
-		}
-		futures[i] = f
-	}
-	positions := make([]int64, len(batch))
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return 0, fmt.Errorf("publish %s: %w", batch[i].msg.Subject, err)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		positions[i] = batch[i].position
+	// PublishMsgs returns once every message is stored. On a failure
+	// nothing is deleted and the whole round is published again, which
+	// the Nats-Msg-Id makes harmless: a batch holding a stored message is
+	// refused and resent one by one, and the duplicates are dropped.
+	if err := p.Publisher.PublishMsgs(ctx, msgs); err != nil {
+		return 0, fmt.Errorf("publish outbox: %w", err)
 	}
 	if _, err := p.Pool.Exec(ctx, "DELETE FROM outbox WHERE position = ANY($1)", positions); err != nil {
 		return 0, err
 	}
-	return len(batch), nil
+	return len(msgs), nil
 }

@@ -177,3 +177,61 @@ func TestOutboxTwoPublishersPublishEachEventOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return outboxCount(t, pool) == 0 }, 30*time.Second, 20*time.Millisecond)
 	assert.Equal(t, want, published(t, js))
 }
+
+// TestOutboxLargeBacklogPublishedInOrderExactlyOnce publishes a backlog of
+// 5,000 rows of 50 aggregates, written 100 to a transaction, in atomic
+// batches: every row reaches the stream once, in position order.
+func TestOutboxLargeBacklogPublishedInOrderExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	aggs := make([]uuid.UUID, 50)
+	for i := range aggs {
+		aggs[i] = uuid.New()
+	}
+	const total = 5000
+	want := make([]int, 0, total)
+	ids := make(map[string]int, total)
+	for tx := range total / 100 {
+		msgs := make([]postgres.OutboxMessage, 100)
+		for i := range msgs {
+			n := tx*100 + i
+			msgs[i] = outboxMsg(aggs[n%len(aggs)], n)
+			ids[msgs[i].ID.String()] = n
+			want = append(want, n)
+		}
+		writeInTx(t, pool, msgs...)
+	}
+
+	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
+	rounds := 0
+	for {
+		n, err := pub.PublishPending(ctx)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+		rounds++
+	}
+	assert.Equal(t, 5, rounds, "a round publishes up to 1000 rows")
+	assert.Equal(t, want, published(t, js))
+	assert.Zero(t, outboxCount(t, pool))
+
+	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, total, info.State.Msgs)
+	seen := map[string]bool{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		assert.False(t, seen[id], "message %s stored twice", id)
+		seen[id] = true
+		var body struct{ N int }
+		require.NoError(t, json.Unmarshal(m.Data, &body))
+		assert.Equal(t, ids[id], body.N, "message id and body belong together")
+	}
+	assert.Len(t, seen, total)
+}

@@ -19,11 +19,14 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"api":     {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
+	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
 	"sidecar": {"run one agent session's sidecar", runSidecar},
 	"token":   {"print a development bearer token: token --user <id>", runToken},
 	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
+	"worker":  {"run one worker alone: worker <name> (worker -h lists them)", runWorker},
 }
 
 func main() {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/migrations"
-	"github.com/agentbus/agentbus/postgres"
 )
 
 // upConfig is what `agentbus up` is told by flags and environment.
@@ -63,7 +62,11 @@ func runUp(ctx context.Context, args []string) error {
 
 	components := []component{
 		{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }},
-		{"outbox", (&postgres.OutboxPublisher{Pool: in.Pool, JS: in.JS}).Run},
+	}
+	// Every worker runs here, as `agentbus worker <name>` would run it alone.
+	for _, name := range workerNames() {
+		w := workers[name]
+		components = append(components, component{"worker " + name, func(ctx context.Context) error { return w.run(ctx, in) }})
 	}
 	slog.Info("agentbus is up", "component", "up",
 		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
@@ -97,9 +100,11 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 		return err
 	}
 	slog.Info("database migrated", "component", "up", "version", version)
-	if err := in.connectPostgres(ctx, dbURL); err != nil {
+	// One pool for every worker and four more connections for the HTTP API.
+	if err := in.connectPostgres(ctx, withPoolSize(dbURL, poolSize(workerNames()...)+4)); err != nil {
 		return err
 	}
+	in.DatabaseURL = dbURL
 	redisURL := cfg.redisURL
 	if redisURL == "" {
 		if redisURL, err = in.startPrivateRedis(ctx, dataDir, cfg.redisPort); err != nil {

@@ -2,16 +2,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/bus/bustest"
+	agentcmd "github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/testenv"
 )
@@ -32,8 +40,9 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	require.NoError(t, err)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	pgPort := freePort(t)
+	natsPort := freePort(t)
 	args := []string{"--data-dir", dataDir, "--http", httpAddr,
-		"--nats-port", fmt.Sprint(freePort(t)), "--nats-monitor-port", "0",
+		"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
 		"--postgres-port", fmt.Sprint(pgPort), "--redis-port", fmt.Sprint(freePort(t)),
 		"--database-url", "", "--redis-url", "", "--nats-url", ""}
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/agentbus?sslmode=disable", pgPort)
@@ -62,6 +71,8 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	}
 
 	stop := start()
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	sessionID := startSessionThroughUp(t, natsURL)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
 	_, err = conn.Exec(context.Background(), "INSERT INTO processed_messages (consumer, message_id) VALUES ('up-test', 'kept')")
@@ -80,6 +91,100 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	var n int
 	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM processed_messages WHERE consumer = 'up-test'").Scan(&n))
 	assert.Equal(t, 1, n, "data survives a restart of up")
+	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM sessions WHERE id = $1", sessionID).Scan(&n))
+	assert.Equal(t, 1, n, "the session survives a restart of up")
+	startSessionThroughUp(t, natsURL)
 	_, err = os.Stat(dataDir + "/nats")
 	assert.NoError(t, err)
+}
+
+// startSessionThroughUp sends start_session through a command client
+// connected to the NATS server at natsURL and checks that the commands
+// worker answers it and the outbox publisher puts the session's events on
+// AGENTS_EVENTS.
+func startSessionThroughUp(t *testing.T, natsURL string) uuid.UUID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	client, err := agentcmd.NewClient(nc, js, nil)
+	require.NoError(t, err)
+	defer func() { _ = client.Close() }()
+
+	id := uuid.New()
+	cmd, err := agentcmd.New(domain.AggregateSession, agentcmd.StartSession, id, uuid.NewString(),
+		agentcmd.StartSessionData{WorkingDirectory: "/work/repo", Objective: "Say hello", BudgetCapUsd: domain.Dollars(1)})
+	require.NoError(t, err)
+	result, err := client.Do(ctx, cmd)
+	require.NoError(t, err, "the commands worker answers")
+	require.NoError(t, result.Err())
+	var started agentcmd.StartSessionResult
+	require.NoError(t, json.Unmarshal(result.State, &started))
+	assert.Equal(t, id, started.Session.ID)
+	assert.Equal(t, domain.StatusQueued, started.Session.Status)
+
+	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	subject := "agents.evt.session." + id.String() + ".>"
+	require.Eventually(t, func() bool {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		return err == nil && len(info.State.Subjects) > 0
+	}, 30*time.Second, 20*time.Millisecond, "the outbox publisher publishes the session's events")
+	return id
+}
+
+// TestWorkerRunsEachWorkerAlone runs `agentbus worker commands` and
+// `agentbus worker outbox` as separate components on a shared Postgres and
+// NATS: a command gets its result and its events reach AGENTS_EVENTS.
+func TestWorkerRunsEachWorkerAlone(t *testing.T) {
+	dbURL := testenv.PostgresURL(t)
+	srv, _, _ := bustest.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, name := range []string{"commands", "outbox"} {
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, runWorker(ctx, []string{name, "--http", httpAddr,
+				"--database-url", dbURL, "--nats-url", srv.ClientURL(), "--redis-url", ""}))
+		}()
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + httpAddr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, 30*time.Second, 50*time.Millisecond, "worker %s did not become ready", name)
+	}
+	startSessionThroughUp(t, srv.ClientURL())
+	cancel()
+	wg.Wait()
+}
+
+func TestWorkerRefusesAnUnknownName(t *testing.T) {
+	err := runWorker(context.Background(), []string{"nope"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "commands, outbox")
+}
+
+func TestWithPoolSize(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, url, want string }{
+		{"url", "postgres://u@h/db", "postgres://u@h/db?pool_max_conns=11"},
+		{"url with query", "postgres://u@h/db?sslmode=disable", "postgres://u@h/db?sslmode=disable&pool_max_conns=11"},
+		{"key=value", "host=h dbname=db", "host=h dbname=db pool_max_conns=11"},
+		{"size given", "postgres://u@h/db?pool_max_conns=3", "postgres://u@h/db?pool_max_conns=3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, withPoolSize(c.url, 11))
+		})
+	}
+	assert.Equal(t, 2+9+2, poolSize("commands", "outbox"), "8 handlers and a spare, the outbox's two, two spare")
 }

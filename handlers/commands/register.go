@@ -14,6 +14,10 @@ func Register(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		now = time.Now
 	}
 	registerSession(d, now)
+	registerSessionSkills(d, now)
 	registerQueue(d, now)
 	registerPool(d, now, pool)
+	registerChain(d, now)
+	registerSkill(d, now)
+	registerTemplate(d, now)
 }

@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"time"
 
@@ -62,11 +61,13 @@ func checkOwner(cmd command.Command, owner, what string) error {
 	return nil
 }
 
-// SessionState is the summary a session command returns: the session's
-// state without its API key hash.
+// SessionState is the summary a session command returns once it saved
+// the session: its state without the API key hash, at the version the
+// save stored (one more than the version it was loaded at).
 func SessionState(s *domain.AgentSession) domain.AgentSessionSnapshot {
 	snap := s.Snapshot()
 	snap.APIKeyHash = ""
+	snap.Version++
 	return snap
 }
 
@@ -156,52 +157,6 @@ func registerSession(d *Dispatcher, now Clock) {
 		_, err := s.RequestToolPermission(in.RequestID, in.ToolName, in.Input, at)
 		return err
 	}))
-}
-
-// DefaultModelID is the model of a session that names none.
-const DefaultModelID = "claude-sonnet-4-5"
-
-// startSession creates a Queued session with its API key. The plaintext
-// key goes to the caller once and is never stored: a repeat of the command
-// gets the session without it.
-func startSession(now Clock) Handler {
-	return func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
-		in, err := decode[command.StartSessionData](cmd)
-		if err != nil {
-			return nil, err
-		}
-		owner, err := parseOwner(cmd)
-		if err != nil {
-			return nil, err
-		}
-		if in.ModelID == "" {
-			in.ModelID = DefaultModelID
-		}
-		budget, err := domain.NewSessionBudget(in.BudgetCapUsd, in.WarnAtPercent)
-		if err != nil {
-			return nil, err
-		}
-		s, err := domain.NewAgentSession(domain.NewSessionParams{
-			ID: cmd.AggregateID, OwnerID: owner, TemplateID: in.TemplateID, ChainID: in.ChainID,
-			Name: in.Name, WorkingDirectory: in.WorkingDirectory, Objective: in.Objective,
-			ModelID: in.ModelID, EnabledSkillIDs: in.SkillIDs, Budget: budget,
-			AutoContinue: in.AutoContinue, ToolApproval: in.ToolApproval, Now: now().UTC(),
-		})
-		if err != nil {
-			return nil, err
-		}
-		key, err := s.GenerateAPIKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		if err := sessions.Add(ctx, tx, s); err != nil {
-			return nil, err
-		}
-		return WithSecret{
-			State:  command.StartSessionResult{Session: SessionState(s)},
-			Secret: command.StartSessionResult{Session: SessionState(s), APIKey: key},
-		}, nil
-	}
 }
 
 // parseOwner reads the owner of a command that creates an aggregate.

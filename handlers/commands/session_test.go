@@ -133,6 +133,7 @@ func TestStartSessionReturnsKeyOnceAndStoresItsHash(t *testing.T) {
 	require.NoError(t, json.Unmarshal(first.State, &res))
 	assert.True(t, strings.HasPrefix(res.APIKey, domain.APIKeyPrefix))
 	assert.Equal(t, domain.StatusQueued, res.Session.Status)
+	assert.EqualValues(t, 1, res.Session.Version, "the state is the stored one")
 	assert.Empty(t, res.Session.APIKeyHash, "the hash stays in the database")
 
 	var stored string

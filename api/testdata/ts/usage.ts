@@ -63,4 +63,44 @@ type AllStreams = paths["/api/agents/stream"]["get"];
 type Unauthorized = AllStreams["responses"][401]["content"]["application/problem+json"];
 const unauthorized: Unauthorized = { type: "about:blank", status: 401, kind: "unauthorized" };
 
+// Starting a session: the body, and the key that comes back once.
+type Start = paths["/api/agents/sessions"]["post"];
+const startBody: Start["requestBody"]["content"]["application/json"] = {
+  workingDirectory: "/home/bruno/src/shop",
+  objective: "Add retries with backoff to the HTTP client, with tests.",
+  budgetCapUsd: 10,
+  toolApproval: { mode: "List", tools: ["Bash"] },
+};
+type Started = Start["responses"][201]["content"]["application/json"];
+function agentKey(s: Started): string {
+  const status: Schemas["SessionDetail"]["status"] = s.session.status;
+  return `${s.session.id} ${status} ${s.apiKey ?? "(shown once)"}`;
+}
+
+// Steering a session: enqueue an Immediate message, then read the queue.
+type Enqueue = paths["/api/agents/sessions/{id}/messages/queue"]["post"];
+const steer: Enqueue["requestBody"]["content"]["application/json"] = { content: "Also handle 429.", priority: "Immediate" };
+// @ts-expect-error: not a priority.
+const badSteer: Enqueue["requestBody"]["content"]["application/json"] = { content: "hi", priority: "Urgent" };
+type Queue = Enqueue["responses"][201]["content"]["application/json"];
+function nextMessage(q: Queue): string {
+  return q.pending.length > 0 ? q.pending[0].content : "";
+}
+type Flooded = Enqueue["responses"][429]["content"]["application/problem+json"];
+const flooded: Flooded = { type: "about:blank", status: 429, kind: "rate_limited" };
+
+// A refused transition says the current status.
+type Pause = paths["/api/agents/sessions/{id}/pause"]["post"];
+type Refused = Pause["responses"][409]["content"]["application/problem+json"];
+const refused: Refused = { type: "about:blank", status: 409, kind: "conflict", currentStatus: "Paused" };
+
+// The session list and the pool.
+type List = paths["/api/agents/sessions"]["get"];
+const listQuery: List["parameters"]["query"] = { status: "Running", page: 1, pageSize: 20 };
+type Pool = paths["/api/agents/pool"]["get"]["responses"][200]["content"]["application/json"];
+function poolLabel(p: Pool): string {
+  return `${p.activeCount}/${p.maxCount} (${p.percentage}%)`;
+}
+
 export { url, onEvent, describe, params, problem, badKind, noID, unauthorized };
+export { startBody, agentKey, steer, badSteer, nextMessage, flooded, refused, listQuery, poolLabel };

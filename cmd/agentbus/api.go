@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/api"
+	agentcmd "github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
+	commandsworker "github.com/agentbus/agentbus/handlers/commands"
+	"github.com/agentbus/agentbus/internal/health"
+	"github.com/agentbus/agentbus/queries"
+)
+
+// newAPI builds the HTTP API on the given connections: commands go to the
+// commands worker through JetStream, queries read Postgres, and people's
+// tokens are checked with AGENTBUS_JWT_SECRET (or the development secret).
+// /readyz checks Postgres and NATS. What it starts stops when ctx ends;
+// call Close on the server too.
+func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream) (*api.Server, error) {
+	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
+	if err != nil {
+		return nil, err
+	}
+	client, err := agentcmd.NewClient(nc, js, commandsworker.Results{Pool: pool})
+	if err != nil {
+		return nil, fmt.Errorf("api: command client: %w", err)
+	}
+	store := queries.New(pool, sessionPool)
+	var checks health.Checks
+	checks.Add("postgres", pool.Ping)
+	checks.Add("nats", func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("not connected")
+		}
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+	srv, err := api.New(api.Config{JWTSecret: jwtSecret()}, api.Deps{
+		AgentKeys:     store,
+		SessionOwners: store,
+		Idempotency:   api.NewPostgresIdempotency(pool),
+		JetStream:     js,
+		Checks:        &checks,
+		Commands:      client,
+		Queries:       store,
+	})
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = client.Close()
+	}()
+	return srv, nil
+}
+
+// runAPI serves the HTTP API alone, on an existing Postgres and NATS; the
+// commands worker and the outbox publisher run elsewhere.
+func runAPI(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("api", flag.ExitOnError)
+	httpAddr := fs.String("http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address")
+	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
+	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated (default $NATS_URL)")
+	_ = fs.Parse(args)
+	if *databaseURL == "" {
+		return errors.New("no database: set DATABASE_URL or --database-url")
+	}
+	if os.Getenv("AGENTBUS_JWT_SECRET") == "" {
+		slog.Warn("AGENTBUS_JWT_SECRET is unset: accepting tokens signed with the public development secret", "component", "api")
+	}
+
+	in := &infra{}
+	defer in.Close()
+	if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+		return err
+	}
+	if err := in.connectPostgres(ctx, *databaseURL); err != nil {
+		return err
+	}
+	apiCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	httpSrv := &http.Server{Addr: *httpAddr, Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	slog.Info("api starting", "component", "api", "http", "http://"+*httpAddr, "nats", *natsURL)
+	if err := runComponents(ctx, []component{{"http", func(ctx context.Context) error { return serveHTTP(ctx, httpSrv) }}}); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	return nil
+}

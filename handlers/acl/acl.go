@@ -1,0 +1,135 @@
+// Package acl is the anti-corruption layer: it reads each session's raw
+// sidecar events from AGENTS_SIDECAR_EVENTS, records every one of them in
+// the session's activity stream, and translates those that change the
+// session into domain commands. Raw engine types never reach the domain.
+package acl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/relay"
+)
+
+// Consumer is the durable consumer of the ACL worker. Renaming it makes
+// JetStream replay every raw event to the worker: keep it stable.
+const Consumer = "acl"
+
+// commandNamespace derives command ids from raw event ids, so that a
+// redelivered raw event sends the very same commands, which the command
+// pipeline then applies once.
+var commandNamespace = uuid.MustParse("6f0e4a36-6c1b-4f0e-9d1c-2b8f4d3e5a71")
+
+// Worker translates raw sidecar events.
+type Worker struct {
+	pool    *pgxpool.Pool
+	client  *command.Client
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// New returns the ACL worker; client sends the commands and waits for
+// their results, so that one session's commands apply in order.
+func New(pool *pgxpool.Pool, client *command.Client) *Worker {
+	return &Worker{pool: pool, client: client, timeout: 30 * time.Second,
+		log: slog.Default().With("component", "acl")}
+}
+
+// Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
+// are handled one at a time, in order; sessions run concurrently.
+func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
+	return bus.Run(ctx, js, bus.RunnerConfig{
+		Stream:      bus.StreamSidecarEvents,
+		Consumer:    Consumer,
+		Handler:     w.Handle,
+		Concurrency: 8,
+		OrderKey:    sessionOf,
+	})
+}
+
+// sessionOf returns the session token of agents.sidecar.<id>.events.<type>.
+func sessionOf(m jetstream.Msg) string {
+	parts := strings.SplitN(m.Subject(), ".", 4)
+	if len(parts) < 3 {
+		return m.Subject()
+	}
+	return parts[2]
+}
+
+// Handle records one raw event and dispatches its commands. A raw event
+// that cannot be read is recorded as an UnknownEvent activity item and
+// dead-lettered; the worker goes on.
+func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return err
+	}
+	var ev relay.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil {
+		return bus.Permanent(fmt.Errorf("raw event on %s is not JSON: %w", m.Subject(), err))
+	}
+	sessionID, err := uuid.Parse(ev.SessionID)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("raw event on %s has session id %q: %w", m.Subject(), ev.SessionID, err))
+	}
+	at := time.UnixMilli(ev.TS).UTC()
+	if ev.TS == 0 {
+		at = meta.Timestamp.UTC()
+	}
+	tr, terr := translate(ev)
+	if terr != nil {
+		tr = translation{activity: unknownActivity(ev, terr)}
+	}
+	tr.activity.SessionID = sessionID
+	tr.activity.Timestamp = at
+	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.activity); err != nil {
+		return err
+	}
+	if terr != nil {
+		return bus.Permanent(terr)
+	}
+	msgID := m.Headers().Get(jetstream.MsgIDHeader)
+	if msgID == "" {
+		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
+	}
+	for i, out := range tr.commands {
+		if err := w.dispatch(ctx, sessionID, msgID, i, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dispatch sends one command and waits for its result. A refusal is
+// final: the raw event stays recorded and the refusal is logged, since the
+// session had already moved on (a late acknowledgement, say).
+func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string, i int, out outgoing) error {
+	cmd, err := command.New(out.aggregate, out.name, sessionID, "", out.data)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(fmt.Sprintf("%s/%d", msgID, i)))
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	r, err := w.client.Do(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if e, ok := command.AsError(r.Err()); ok {
+		w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
+	}
+	return nil
+}
+
+var errUnknownType = errors.New("unknown raw event type")

@@ -1,0 +1,342 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/handlers/commands"
+	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+// benchSenders is how many callers send commands at once.
+const benchSenders = 16
+
+// benchSessionsPerSender is how many running sessions each sender cycles
+// through; they are its own, so senders never contend for one session.
+const benchSessionsPerSender = 4
+
+// benchConcurrency is the commands worker's Concurrency in the benchmark,
+// AGENTBUS_BENCH_CONCURRENCY to try others.
+func benchConcurrency() int {
+	if n, err := strconv.Atoi(os.Getenv("AGENTBUS_BENCH_CONCURRENCY")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}
+
+// BenchmarkCommands measures the command pipeline end to end with 16
+// concurrent senders, each waiting for its command's result
+// (command.Client.Do): commands/s and the p50 and p99 of send -> result.
+// Every case runs in the same process, on the same machine, in the same run.
+//
+// Baselines:
+//   - baseline=fsync: one small write and fsync, the unit that every
+//     durable write pays on this disk.
+//   - baseline=nats-request: a core NATS request to a responder.
+//   - baseline=jetstream: the command stored in AGENTS_COMMANDS, delivered
+//     by the commands worker's runner and consumer and answered at once by a
+//     handler that does nothing: the pipeline without Postgres and the
+//     domain. With fsync before ack, storing a command and acknowledging it
+//     (on a work queue the ack deletes the message, which writes a tombstone)
+//     are two fsyncs of the stream, one after the other.
+//
+// The real thing:
+//   - session/postgres=durable: the commands worker with every handler
+//     (Concurrency 8, AGENTBUS_BENCH_CONCURRENCY to try others) and the
+//     outbox publisher, on a Postgres with fsync on, as deployed. Each
+//     sender cycles its own running sessions through pause_session,
+//     confirm_paused, resume_session and confirm_resumed; each command loads
+//     the session, saves it with a version check, writes its events to the
+//     outbox and records its result, in one transaction.
+//   - session/postgres=durable/outbox-notify=off: the same without the
+//     outbox's NOTIFY trigger, the publisher polling every 20ms instead.
+//     Postgres serialises the commits of transactions that NOTIFY (each
+//     holds a lock on the notification queue until its commit is flushed),
+//     so the trigger takes group commit away from the commands worker.
+//   - session/postgres=nofsync: the same on the tests' Postgres, which does
+//     not fsync: what Postgres's disk writes cost.
+//
+// Run it with:
+//
+//	go test -run '^$' -bench BenchmarkCommands -benchtime 5000x ./handlers/commands/
+func BenchmarkCommands(b *testing.B) {
+	cases := []struct {
+		name  string
+		setup func(tb testing.TB) benchOp
+	}{
+		{"baseline=nats-request", benchNATSRequest},
+		{"baseline=jetstream", benchJetStreamRequest},
+		{"session/postgres=durable", func(tb testing.TB) benchOp {
+			return benchSessions(tb, durablePostgres(tb), true)
+		}},
+		{"session/postgres=durable/outbox-notify=off", func(tb testing.TB) benchOp {
+			return benchSessions(tb, durablePostgres(tb), false)
+		}},
+		{"session/postgres=nofsync", func(tb testing.TB) benchOp {
+			return benchSessions(tb, testenv.PostgresURL(tb), true)
+		}},
+	}
+	b.Run("baseline=fsync", benchFsync)
+	for _, c := range cases {
+		var op benchOp
+		b.Run(c.name, func(sb *testing.B) {
+			// The servers belong to the parent, so that the rounds that
+			// find b.N share them and only the first one starts them.
+			if op == nil {
+				op = c.setup(b)
+			}
+			measure(sb, op)
+		})
+	}
+}
+
+// benchOp is one sender's i-th operation: send one command, wait for its
+// result.
+type benchOp func(ctx context.Context, sender, i int) error
+
+// benchFsync measures the unit every durable write pays here: one small
+// write and fsync in the directory where the tests keep JetStream's store.
+func benchFsync(b *testing.B) {
+	f, err := os.CreateTemp(b.TempDir(), "fsync")
+	require.NoError(b, err)
+	defer f.Close()
+	record := make([]byte, 256)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if _, err := f.Write(record); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "fsync-ms")
+}
+
+// measure runs b.N operations over benchSenders concurrent senders and
+// reports the rate and the latency percentiles of op.
+func measure(b *testing.B, op benchOp) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var next atomic.Int64
+	latencies := make([][]time.Duration, benchSenders)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for s := range benchSenders {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < b.N; i = int(next.Add(1)) - 1 {
+				t0 := time.Now()
+				if err := op(ctx, s, i); err != nil {
+					b.Error(err)
+					return
+				}
+				latencies[s] = append(latencies[s], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(latencies...)
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+func benchNATSRequest(b testing.TB) benchOp {
+	_, _, nc := bustest.Server(b)
+	sub, err := nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = sub.Unsubscribe() })
+	body := []byte(`{"id":"` + uuid.NewString() + `"}`)
+	return func(ctx context.Context, _, _ int) error {
+		_, err := nc.RequestWithContext(ctx, "bench.echo", body)
+		return err
+	}
+}
+
+func benchJetStreamRequest(b testing.TB) benchOp {
+	srv, js, nc := bustest.Server(b)
+	wnc, wjs := bustest.Connect(b, srv)
+	answer := func(_ context.Context, m jetstream.Msg) error {
+		var cmd command.Command
+		if err := json.Unmarshal(m.Data(), &cmd); err != nil {
+			return bus.Permanent(err)
+		}
+		body, err := json.Marshal(command.Result{CommandID: cmd.ID})
+		if err != nil {
+			return err
+		}
+		return wnc.Publish(m.Headers().Get(command.ReplyHeader), body)
+	}
+	runWorkers(b, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer,
+		Handler: answer, Concurrency: benchConcurrency()})
+	client, err := command.NewClient(nc, js, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = client.Close() })
+	return func(ctx context.Context, _, _ int) error {
+		cmd, err := command.New(domain.AggregateSession, command.PauseSession, uuid.New(), "", nil)
+		if err != nil {
+			return err
+		}
+		_, err = client.Do(ctx, cmd)
+		return err
+	}
+}
+
+// runWorkers runs the runner and any other component until the benchmark
+// ends.
+func runWorkers(b testing.TB, js jetstream.JetStream, cfg bus.RunnerConfig, others ...func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = bus.Run(ctx, js, cfg) })
+	for _, run := range others {
+		wg.Go(func() { _ = run(ctx) })
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// durablePostgres starts a Postgres of the benchmark's own with fsync on,
+// as in production, and returns the URL of its migrated database.
+func durablePostgres(b testing.TB) string {
+	b.Helper()
+	ctx := context.Background()
+	dir, err := testenv.TempDir("bench-pg")
+	require.NoError(b, err)
+	port, err := localserver.FreePort()
+	require.NoError(b, err)
+	pg, err := localserver.StartPostgres(ctx, localserver.PostgresConfig{Dir: filepath.Join(dir, "data"), Port: port, Durable: true})
+	require.NoError(b, err)
+	b.Cleanup(pg.Stop)
+	require.NoError(b, pg.CreateDatabase(ctx, "agentbus"))
+	_, err = migrations.Apply(ctx, pg.URL("agentbus"))
+	require.NoError(b, err)
+	return pg.URL("agentbus")
+}
+
+// sessionCycle is the commands that take a running session round to
+// running again, and whether each is internal (sent without an owner).
+var sessionCycle = []struct {
+	name     string
+	internal bool
+}{
+	{command.PauseSession, false},
+	{command.ConfirmPaused, true},
+	{command.ResumeSession, false},
+	{command.ConfirmResumed, true},
+}
+
+// benchSession is one running session and the next step of its cycle.
+type benchSession struct {
+	id    uuid.UUID
+	owner string
+	step  int
+}
+
+// benchSessions starts the commands worker and the outbox publisher on
+// dbURL and returns an operation that sends the next command of one of the
+// sender's sessions. notify false drops the outbox's NOTIFY trigger and
+// lets the publisher poll every 20ms instead.
+func benchSessions(b testing.TB, dbURL string, notify bool) benchOp {
+	ctx := context.Background()
+	concurrency := benchConcurrency()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(b, err)
+	// Each handler holds a connection for its transaction; the outbox
+	// publisher holds one more and queries with another.
+	cfg.MaxConns = int32(concurrency + 2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	outbox := &postgres.OutboxPublisher{Pool: pool}
+	if !notify {
+		_, err := pool.Exec(ctx, "DROP TRIGGER outbox_notify ON outbox")
+		require.NoError(b, err)
+		outbox.PollInterval = 20 * time.Millisecond
+	}
+
+	srv, js, nc := bustest.Server(b)
+	wnc, wjs := bustest.Connect(b, srv)
+	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
+	require.NoError(b, err)
+	d := commands.NewDispatcher(pool, wnc, commands.Classify)
+	commands.Register(d, nil, sessionPool)
+	_, outbox.JS = bustest.Connect(b, srv)
+	runWorkers(b, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer,
+		Handler: d.Handle, Concurrency: concurrency}, outbox.Run)
+	client, err := command.NewClient(nc, js, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = client.Close() })
+
+	do := func(ctx context.Context, name string, id uuid.UUID, owner string, data any) error {
+		cmd, err := command.New(domain.AggregateSession, name, id, owner, data)
+		if err != nil {
+			return err
+		}
+		r, err := client.Do(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+
+	// Every sender gets running sessions of its own owner.
+	sessions := make([][]*benchSession, benchSenders)
+	for s := range sessions {
+		owner := uuid.NewString()
+		for range benchSessionsPerSender {
+			id := uuid.New()
+			require.NoError(b, do(ctx, command.StartSession, id, owner, command.StartSessionData{
+				WorkingDirectory: "/work/repo", Objective: "Keep the build green", BudgetCapUsd: domain.Dollars(5)}))
+			require.NoError(b, do(ctx, command.AllocateSession, id, "", nil))
+			sessions[s] = append(sessions[s], &benchSession{id: id, owner: owner})
+		}
+	}
+
+	return func(ctx context.Context, sender, i int) error {
+		mine := sessions[sender]
+		s := mine[i%len(mine)]
+		step := sessionCycle[s.step%len(sessionCycle)]
+		s.step++
+		owner := s.owner
+		if step.internal {
+			owner = ""
+		}
+		return do(ctx, step.name, s.id, owner, nil)
+	}
+}

@@ -1,0 +1,125 @@
+// Package reactions holds the workers that make the session flows run by
+// themselves: each consumes AGENTS_EVENTS on a durable consumer of its own
+// and reacts to domain events with commands, to the aggregates or to the
+// sidecars.
+package reactions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// sidecarNamespace derives sidecar command ids from the events that cause
+// them, so that a redelivered event produces the same command, which
+// JetStream and the relay then write once.
+var sidecarNamespace = uuid.MustParse("1b7e3c52-8f0d-4a6e-b2c4-9d5f7e1a3c08")
+
+// sendToSidecar publishes a command on agents.sidecar.<id>.commands.<type>.
+func sendToSidecar(ctx context.Context, js jetstream.JetStream, sessionID, ownerID string, cause, typ string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	env := bus.Envelope{
+		ID:          uuid.NewSHA1(sidecarNamespace, []byte(cause+"/"+typ)).String(),
+		Type:        typ,
+		Aggregate:   domain.AggregateSession,
+		AggregateID: sessionID,
+		OwnerID:     ownerID,
+		OccurredAt:  time.Now().UTC(),
+		Data:        raw,
+	}
+	msg, err := bus.NewMsg(ctx, bus.SidecarCommandSubject(sessionID, typ), env)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("send %s to sidecar %s: %w", typ, sessionID, err)
+	}
+	return nil
+}
+
+// SidecarDispatchConsumer is the durable consumer of the sidecar dispatch
+// reaction. Renaming it replays every event to it: keep it stable.
+const SidecarDispatchConsumer = "sidecar-dispatch"
+
+// SidecarDispatch turns the session's requests, answers and decisions into
+// commands for its sidecar (seed 8.3, "Command Stream -> Sidecar").
+type SidecarDispatch struct{ JS jetstream.JetStream }
+
+// Run consumes the session events until ctx ends.
+func (d SidecarDispatch) Run(ctx context.Context) error {
+	return bus.Run(ctx, d.JS, bus.RunnerConfig{
+		Stream: bus.StreamEvents, Consumer: SidecarDispatchConsumer, Handler: d.Handle,
+		Concurrency: 4, OrderKey: bus.BySubject,
+		FilterSubjects: []string{"agents.evt.session.>"},
+	})
+}
+
+// Handle maps one event to at most one sidecar command.
+func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
+	env, err := bus.DecodeEnvelope(m.Data())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	send := func(typ string, data any) error {
+		return sendToSidecar(ctx, d.JS, env.AggregateID, env.OwnerID, env.ID, typ, data)
+	}
+	switch env.Type {
+	case "session_interrupt_requested":
+		return send(protocol.CommandInterrupt, protocol.Interrupt{})
+	case "session_pause_requested":
+		return send(protocol.CommandPause, protocol.Pause{})
+	case "session_resume_requested":
+		return send(protocol.CommandResume, protocol.Resume{})
+	case "session_cancel_requested":
+		return send(protocol.CommandStop, protocol.Stop{})
+	case "session_input_received":
+		var e domain.SessionInputReceivedEvent
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return bus.Permanent(err)
+		}
+		return send(protocol.CommandAnswerQuestion, protocol.AnswerQuestion{Answer: e.Answer})
+	case "session_plan_approved":
+		approved := true
+		return send(protocol.CommandPlanDecision, protocol.PlanDecision{Approved: &approved})
+	case "session_plan_rejected":
+		var e domain.SessionPlanRejectedEvent
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return bus.Permanent(err)
+		}
+		approved := false
+		return send(protocol.CommandPlanDecision, protocol.PlanDecision{Approved: &approved, Feedback: e.Feedback})
+	case "tool_permission_granted", "tool_permission_denied":
+		var e domain.ToolPermissionGrantedEvent
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return bus.Permanent(err)
+		}
+		behavior := protocol.BehaviorAllow
+		if env.Type == "tool_permission_denied" {
+			behavior = protocol.BehaviorDeny
+		}
+		return send(protocol.CommandPermissionResponse, protocol.PermissionResponse{RequestID: e.RequestID, Behavior: behavior, Message: e.Message})
+	case "tool_permission_timed_out":
+		var e domain.ToolPermissionTimedOutEvent
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return bus.Permanent(err)
+		}
+		behavior := protocol.BehaviorDeny
+		if e.Behavior == domain.TimeoutAllow {
+			behavior = protocol.BehaviorAllow
+		}
+		return send(protocol.CommandPermissionResponse, protocol.PermissionResponse{RequestID: e.RequestID, Behavior: behavior,
+			Message: "no decision within the permission timeout"})
+	}
+	return nil
+}

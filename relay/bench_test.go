@@ -1,0 +1,328 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/relay"
+)
+
+// benchSessions is how many sessions the throughput benchmarks spread
+// their events over.
+const benchSessions = 100
+
+// eventMsg is a message shaped like the relay's: same subject, headers and
+// body size.
+func eventMsg(session string, n int) *nats.Msg {
+	entry := fmt.Sprintf("1700000000000-%d", n)
+	m := nats.NewMsg(bus.SidecarEventSubject(session, "usage_update"))
+	m.Header.Set(jetstream.MsgIDHeader, relay.MsgID(session, entry))
+	m.Header.Set(bus.HeaderType, "usage_update")
+	m.Header.Set(relay.HeaderRedisEntry, entry)
+	m.Data = fmt.Appendf(nil, `{"sessionId":%q,"entryId":%q,"type":"usage_update","ts":1700000000000,"data":{"n":%d}}`, session, entry, n)
+	return m
+}
+
+// waitStored waits until AGENTS_SIDECAR_EVENTS holds want messages.
+func waitStored(b *testing.B, js jetstream.JetStream, want uint64) {
+	ctx := context.Background()
+	s, err := js.Stream(ctx, bus.StreamSidecarEvents)
+	require.NoError(b, err)
+	for {
+		info, err := s.Info(ctx)
+		require.NoError(b, err)
+		if info.State.Msgs >= want {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func reportRate(b *testing.B, start time.Time) float64 {
+	rate := float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(rate, "events/s")
+	b.ReportMetric(0, "ns/op")
+	return rate
+}
+
+// BenchmarkThroughput compares the relay with its baselines, all against
+// the same kind of servers (JetStream fsyncing before every ack, real
+// Redis): JetStream async publish, JetStream atomic batch publish, and Redis
+// XADD then XREADGROUP. Run with e.g. -benchtime=100000x.
+func BenchmarkThroughput(b *testing.B) {
+	rates := map[string]float64{}
+	var mu sync.Mutex
+	record := func(name string, rate float64) {
+		mu.Lock()
+		rates[name] = rate
+		mu.Unlock()
+	}
+	b.Run("jetstream_async", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(benchSessions)
+		js, err := jetstream.New(bustestConn(b, e), jetstream.WithPublishAsyncMaxPending(256))
+		require.NoError(b, err)
+		b.ResetTimer()
+		start := time.Now()
+		for i := range b.N {
+			_, err := js.PublishMsgAsync(eventMsg(ids[i%benchSessions], i), jetstream.WithStallWait(time.Minute))
+			require.NoError(b, err)
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(5 * time.Minute):
+			b.Fatal("async publishes not acknowledged")
+		}
+		record("jetstream_async", reportRate(b, start))
+	})
+
+	b.Run("jetstream_atomic_batch", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(benchSessions)
+		pub, err := bus.NewPublisher(e.js, bus.PublisherConfig{MaxBatch: 1000, MaxConcurrentBatches: 1})
+		require.NoError(b, err)
+		msgs := make([]*nats.Msg, b.N)
+		for i := range msgs {
+			msgs[i] = eventMsg(ids[i%benchSessions], i)
+		}
+		b.ResetTimer()
+		start := time.Now()
+		require.NoError(b, pub.PublishMsgs(context.Background(), msgs))
+		record("jetstream_atomic_batch", reportRate(b, start))
+	})
+
+	b.Run("redis_xadd_xreadgroup", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(benchSessions)
+		ctx := context.Background()
+		for _, id := range ids {
+			require.NoError(b, e.rdb.XGroupCreateMkStream(ctx, relay.EventsKey(id), "bench", "0").Err())
+		}
+		b.ResetTimer()
+		start := time.Now()
+		writeBench(b, e.rdb, ids, 0, b.N)
+		streams := make([]string, 0, 2*benchSessions)
+		for _, id := range ids {
+			streams = append(streams, relay.EventsKey(id))
+		}
+		for range ids {
+			streams = append(streams, ">")
+		}
+		for read := 0; read < b.N; {
+			res, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "bench", Consumer: "c", Streams: streams, Count: 10, Block: -1}).Result()
+			require.NoError(b, err)
+			for _, s := range res {
+				read += len(s.Messages)
+			}
+		}
+		record("redis_xadd_xreadgroup", reportRate(b, start))
+	})
+
+	b.Run("relay", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(benchSessions)
+		e.activate(ids...)
+		writeBench(b, e.rdb, ids, 0, b.N)
+		b.ResetTimer()
+		start := time.Now()
+		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler) })
+		waitStored(b, e.js, uint64(b.N))
+		record("relay", reportRate(b, start))
+		b.StopTimer()
+		p.stop()
+	})
+
+	if rates["relay"] > 0 && rates["jetstream_atomic_batch"] > 0 {
+		b.Logf("relay / atomic batch publish = %.2f; relay / async publish = %.2f",
+			rates["relay"]/rates["jetstream_atomic_batch"], rates["relay"]/rates["jetstream_async"])
+	}
+}
+
+// writeBench writes events from..to-1 round-robin over the sessions, in
+// pipelines of 1000.
+func writeBench(b *testing.B, rdb *redis.Client, ids []string, from, to int) {
+	ctx := context.Background()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for lo := from; lo < to; lo += 1000 {
+		hi := min(lo+1000, to)
+		g.Go(func() error {
+			_, err := rdb.Pipelined(gctx, func(p redis.Pipeliner) error {
+				for n := lo; n < hi; n++ {
+					p.XAdd(gctx, &redis.XAddArgs{Stream: relay.EventsKey(ids[n%len(ids)]), Values: []any{
+						"type", "usage_update", "data", `{"n":` + strconv.Itoa(n) + `}`, "ts", "1700000000000",
+					}})
+				}
+				return nil
+			})
+			return err
+		})
+	}
+	require.NoError(b, g.Wait())
+}
+
+func bustestConn(b *testing.B, e *env) *nats.Conn {
+	nc, err := nats.Connect(e.srv.ClientURL())
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	return nc
+}
+
+// BenchmarkLatency measures, at 1,000 events/s, the time from a sidecar's
+// XADD to a JetStream consumer receiving the event through the relay, beside
+// the two hops alone: Redis XADD to a blocked XREADGROUP, and a JetStream
+// publish (fsync before ack) to a consumer. Each reports p50 and p99 in µs.
+func BenchmarkLatency(b *testing.B) {
+	const every = time.Millisecond
+
+	b.Run("redis_xadd_to_xreadgroup", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(10)
+		ctx := context.Background()
+		key := relay.EventsKey(ids[0])
+		require.NoError(b, e.rdb.XGroupCreateMkStream(ctx, key, "bench", "$").Err())
+		sent := make([]time.Time, b.N)
+		lat := make([]time.Duration, 0, b.N)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for len(lat) < b.N {
+				res, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "bench", Consumer: "c", Streams: []string{key, ">"}, Block: time.Second}).Result()
+				if err != nil {
+					continue
+				}
+				now := time.Now()
+				for _, m := range res[0].Messages {
+					n, _ := strconv.Atoi(m.Values["n"].(string))
+					lat = append(lat, now.Sub(sent[n]))
+				}
+			}
+		}()
+		writer := testenvClient(b, e)
+		b.ResetTimer()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := range b.N {
+			<-tick.C
+			sent[i] = time.Now()
+			require.NoError(b, writer.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"n", i}}).Err())
+		}
+		<-done
+		reportLatency(b, lat)
+	})
+
+	b.Run("jetstream_publish_to_consumer", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(10)
+		ctx := context.Background()
+		sent := make([]time.Time, b.N)
+		lat, stop := consumeLatency(b, e, sent)
+		defer stop()
+		b.ResetTimer()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := range b.N {
+			<-tick.C
+			sent[i] = time.Now()
+			m := eventMsg(ids[i%len(ids)], i)
+			m.Data = fmt.Appendf(nil, `{"data":{"n":%d}}`, i)
+			_, err := e.js.PublishMsg(ctx, m)
+			require.NoError(b, err)
+		}
+		reportLatency(b, lat())
+	})
+
+	b.Run("relay", func(b *testing.B) {
+		e, ids := newEnv(b), newSessions(10)
+		ctx := context.Background()
+		e.activate(ids...)
+		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler) })
+		require.Eventually(b, func() bool { return len(p.relay.Held()) == len(ids) && p.relay.Ready() }, wait, 10*time.Millisecond)
+		sent := make([]time.Time, b.N)
+		lat, stop := consumeLatency(b, e, sent)
+		defer stop()
+		writer := testenvClient(b, e)
+		b.ResetTimer()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := range b.N {
+			<-tick.C
+			sent[i] = time.Now()
+			require.NoError(b, writer.XAdd(ctx, &redis.XAddArgs{Stream: relay.EventsKey(ids[i%len(ids)]), Values: []any{
+				"type", "usage_update", "data", `{"n":` + strconv.Itoa(i) + `}`, "ts", "1700000000000",
+			}}).Err())
+		}
+		reportLatency(b, lat())
+	})
+}
+
+func testenvClient(b *testing.B, e *env) *redis.Client {
+	opts, err := redis.ParseURL(e.redisURL)
+	require.NoError(b, err)
+	c := redis.NewClient(opts)
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// consumeLatency receives events on AGENTS_SIDECAR_EVENTS with an ordered
+// push-style consumer and records, for event n, the time since sent[n].
+func consumeLatency(b *testing.B, e *env, sent []time.Time) (collect func() []time.Duration, stop func()) {
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, bus.StreamSidecarEvents)
+	require.NoError(b, err)
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	require.NoError(b, err)
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, len(sent))
+	all := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		var n int
+		if _, err := fmt.Sscanf(string(m.Data()[indexData(m.Data()):]), `{"n":%d}`, &n); err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lat = append(lat, now.Sub(sent[n]))
+		if len(lat) == len(sent) {
+			close(all)
+		}
+	})
+	require.NoError(b, err)
+	return func() []time.Duration {
+		select {
+		case <-all:
+		case <-time.After(wait):
+			b.Fatal("not every event arrived")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lat)
+	}, cc.Stop
+}
+
+func indexData(body []byte) int {
+	const key = `"data":`
+	for i := 0; i+len(key) <= len(body); i++ {
+		if string(body[i:i+len(key)]) == key {
+			return i + len(key)
+		}
+	}
+	return 0
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	b.StopTimer()
+	slices.Sort(lat)
+	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(p(0.50), "p50-µs")
+	b.ReportMetric(p(0.99), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}

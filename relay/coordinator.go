@@ -1,0 +1,632 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// coordinator decides which sessions this relay holds. It keeps the relay's
+// heartbeat in relay_members alive, watches relay_sessions and relay_members,
+// and takes, keeps, hands over and gives up session leases:
+//
+//   - Among the live relays, a session belongs to the one that scores
+//     highest for it (rendezvous hashing), so relays share sessions evenly
+//     and agree on who should hold one without talking to each other.
+//   - A lease is the Owner field of the session's record, set with a
+//     revision-checked update: two relays cannot both take one.
+//   - A lease held by a relay whose heartbeat expired is taken over; a relay
+//     that cannot renew its heartbeat stops reading and publishing before
+//     the heartbeat can expire (leaseUntil), so the old and the new holder
+//     never relay a session at the same time.
+type coordinator struct {
+	r        *Relay
+	sessions jetstream.KeyValue
+	members  jetstream.KeyValue
+
+	hb *heartbeat
+
+	recs       map[string]*recView
+	peers      map[string]*peer
+	peersInit  bool
+	orphaned   map[string]time.Time // sessions without a live holder, since when
+	releasing  map[string]chan struct{}
+	deadCache  map[string]bool
+	sessionsOK bool
+}
+
+// kvTimeout bounds one KV operation of the coordinator. The heartbeat has
+// its own, shorter bound.
+const kvTimeout = 5 * time.Second
+
+type recView struct {
+	rec SessionRecord
+	rev uint64
+}
+
+type peer struct {
+	incarnation string
+	seen        time.Time // last heartbeat seen
+	since       time.Time // first heartbeat of this incarnation seen
+}
+
+func (c *coordinator) owner() string { return c.r.cfg.Name + "/" + c.hb.incarnation() }
+
+func (c *coordinator) run(ctx context.Context, stopPump context.CancelFunc) error {
+	c.recs = map[string]*recView{}
+	c.peers = map[string]*peer{}
+	c.orphaned = map[string]time.Time{}
+	c.releasing = map[string]chan struct{}{}
+	ttl := c.r.cfg.LeaseTTL
+	tick := min(ttl/4, time.Second)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	status := c.r.js.Conn().StatusChanged(nats.CONNECTED)
+	defer c.r.js.Conn().RemoveStatusListener(status)
+
+	var sw, mw jetstream.KeyWatcher
+	stopWatch := func() {
+		if sw != nil {
+			_ = sw.Stop()
+		}
+		if mw != nil {
+			_ = mw.Stop()
+		}
+		sw, mw = nil, nil
+	}
+	defer stopWatch()
+	startWatch := func() error {
+		stopWatch()
+		var err error
+		if sw, err = c.sessions.WatchAll(ctx); err != nil {
+			return err
+		}
+		if mw, err = c.members.WatchAll(ctx); err != nil {
+			return err
+		}
+		// The watchers replay every key: rebuild the views from them.
+		c.recs = map[string]*recView{}
+		c.sessionsOK = false
+		c.peersInit = false
+		return nil
+	}
+
+	for failures := 0; ; {
+		if sw == nil {
+			if err := startWatch(); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				c.r.log.Warn("watching the relay buckets failed, retrying", "err", err)
+				stopWatch()
+				failures++
+				if !sleep(ctx, backoff(failures)) {
+					break
+				}
+				continue
+			}
+			failures = 0
+		}
+		var swc, mwc <-chan jetstream.KeyValueEntry
+		if sw != nil {
+			swc, mwc = sw.Updates(), mw.Updates()
+		}
+		select {
+		case <-ctx.Done():
+		case e, ok := <-swc:
+			if !ok {
+				stopWatch()
+				continue
+			}
+			c.applySession(e)
+			for more := true; more; {
+				select {
+				case e, ok := <-swc:
+					if !ok {
+						more = false
+						break
+					}
+					c.applySession(e)
+				default:
+					more = false
+				}
+			}
+		case e, ok := <-mwc:
+			if !ok {
+				stopWatch()
+				continue
+			}
+			c.applyMember(e)
+		case <-status:
+			// After a reconnect the watchers may have missed updates or lost
+			// their consumers with a restarted server: start them again.
+			stopWatch()
+			continue
+		case <-c.hb.lost:
+			c.dropAll()
+		case <-ticker.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		ready := c.r.leaseValid() && c.sessionsOK && c.peersInit
+		if ready {
+			c.reconcile(ctx)
+		}
+		c.r.ready.Store(ready)
+	}
+	stopPump()
+	c.leave()
+	return nil
+}
+
+// heartbeat keeps this relay's key in relay_members alive, on its own
+// goroutine so that no amount of lease work delays it.
+type heartbeat struct {
+	r       *Relay
+	members jetstream.KeyValue
+	// lost is signalled when the key expired: the coordinator then drops
+	// every session, which the next reconcile takes back where it can.
+	lost chan struct{}
+
+	mu  sync.Mutex
+	inc string
+	rev uint64
+}
+
+func newHeartbeat(r *Relay, members jetstream.KeyValue) *heartbeat {
+	return &heartbeat{r: r, members: members, lost: make(chan struct{}, 1), inc: randomHex(6)}
+}
+
+// incarnation tells this run of the relay from earlier ones under the same
+// name, and changes when the heartbeat expired; leases name
+// "<name>/<incarnation>".
+func (h *heartbeat) incarnation() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inc
+}
+
+func (h *heartbeat) run(ctx context.Context) {
+	every := h.r.cfg.LeaseTTL / 3
+	for {
+		h.beat(ctx)
+		if !sleep(ctx, every) {
+			return
+		}
+	}
+}
+
+// beat renews the heartbeat, or writes it on the first call.
+func (h *heartbeat) beat(ctx context.Context) {
+	ttl := h.r.cfg.LeaseTTL
+	h.mu.Lock()
+	inc, last := h.inc, h.rev
+	h.mu.Unlock()
+	sent := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, ttl/3)
+	defer cancel()
+	var (
+		rev uint64
+		err error
+	)
+	if last == 0 {
+		rev, err = h.members.Create(bctx, h.r.cfg.Name, []byte(inc))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			// An earlier run under this name has not expired yet: its leases
+			// are ours to take back.
+			h.r.log.Info("taking over the heartbeat of an earlier run of this relay")
+			rev, err = h.members.Put(bctx, h.r.cfg.Name, []byte(inc))
+		}
+	} else {
+		rev, err = h.members.Update(bctx, h.r.cfg.Name, []byte(inc), last)
+	}
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.rev = rev
+		h.mu.Unlock()
+		// The key lives at least ttl from the moment it was written, which is
+		// after sent. Stop short of that by a fifth for clock-rate drift and
+		// for a publish already on the wire.
+		h.r.leaseUntil.Store(sent.Add(ttl * 4 / 5).UnixNano())
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		// The heartbeat expired: other relays may have taken our sessions.
+		// Join again as a new incarnation.
+		h.r.log.Warn("heartbeat expired, rejoining")
+		h.r.leaseUntil.Store(0)
+		h.mu.Lock()
+		h.inc, h.rev = randomHex(6), 0
+		h.mu.Unlock()
+		select {
+		case h.lost <- struct{}{}:
+		default:
+		}
+	default:
+		if ctx.Err() == nil {
+			h.r.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// leave removes the heartbeat key, so other relays need not wait for it to
+// expire.
+func (h *heartbeat) leave(ctx context.Context) {
+	h.r.leaseUntil.Store(0)
+	h.mu.Lock()
+	rev := h.rev
+	h.mu.Unlock()
+	if rev != 0 {
+		_ = h.members.Delete(ctx, h.r.cfg.Name, jetstream.LastRevision(rev))
+	}
+}
+
+func (c *coordinator) applySession(e jetstream.KeyValueEntry) {
+	if e == nil {
+		c.sessionsOK = true
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(c.recs, e.Key())
+		return
+	}
+	if !ValidSessionID(e.Key()) {
+		return
+	}
+	c.recs[e.Key()] = &recView{rec: decodeRecord(e.Value()), rev: e.Revision()}
+}
+
+func (c *coordinator) applyMember(e jetstream.KeyValueEntry) {
+	if e == nil {
+		c.peersInit = true
+		return
+	}
+	name := e.Key()
+	if name == c.r.cfg.Name {
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(c.peers, name)
+		return
+	}
+	now := time.Now()
+	inc := string(e.Value())
+	p := c.peers[name]
+	if p == nil || p.incarnation != inc {
+		since := now
+		if !c.peersInit {
+			// It was alive before this relay started: no need to wait and see.
+			since = time.Time{}
+		}
+		p = &peer{incarnation: inc, since: since}
+		c.peers[name] = p
+	}
+	p.seen = now
+}
+
+// reconcile takes, keeps, hands over and gives up leases.
+func (c *coordinator) reconcile(ctx context.Context) {
+	now := time.Now()
+	ttl := c.r.cfg.LeaseTTL
+	me := c.owner()
+	c.deadCache = map[string]bool{}
+	candidates := c.candidates(now)
+
+	for id, ch := range c.releasing {
+		select {
+		case <-ch:
+			c.finishRelease(ctx, id)
+		default:
+		}
+	}
+
+	c.r.mu.Lock()
+	held := make(map[string]*control, len(c.r.want))
+	for id, ctl := range c.r.want {
+		held[id] = ctl
+	}
+	c.r.mu.Unlock()
+
+	for id, v := range c.recs {
+		if _, busy := c.releasing[id]; busy {
+			continue
+		}
+		rec := v.rec
+		desired := rendezvous(id, candidates)
+		ctl := held[id]
+		switch {
+		case rec.Owner == me:
+			delete(c.orphaned, id)
+			if ctl == nil {
+				c.hold(id, rec.State == StateDraining)
+				continue
+			}
+			c.r.mu.Lock()
+			ctl.draining = rec.State == StateDraining
+			drained, ended := ctl.drained, ctl.ended
+			c.r.mu.Unlock()
+			switch {
+			case !ctl.draining && ended:
+				c.markDraining(ctx, id, v, ctl)
+			case ctl.draining && drained:
+				c.finish(ctx, id, v)
+			case !ctl.draining && desired != c.r.cfg.Name && c.stable(desired, now):
+				c.release(id)
+			}
+		case rec.Owner == "":
+			if ctl != nil {
+				c.drop(id)
+			}
+			since, ok := c.orphaned[id]
+			if !ok {
+				since = now
+				c.orphaned[id] = now
+			}
+			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
+				c.claim(ctx, id, v)
+			}
+		default:
+			if ctl != nil {
+				c.r.log.Warn("lease lost", "session_id", id, "holder", rec.Owner)
+				c.drop(id)
+			}
+			name, inc, _ := strings.Cut(rec.Owner, "/")
+			if name == c.r.cfg.Name {
+				// An earlier run of this relay held it.
+				c.claim(ctx, id, v)
+				continue
+			}
+			if !c.dead(ctx, name, inc, now) {
+				delete(c.orphaned, id)
+				continue
+			}
+			since, ok := c.orphaned[id]
+			if !ok {
+				since = now
+				c.orphaned[id] = now
+			}
+			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
+				c.claim(ctx, id, v)
+			}
+		}
+	}
+	for id := range held {
+		_, listed := c.recs[id]
+		_, busy := c.releasing[id]
+		c.r.mu.Lock()
+		_, still := c.r.want[id]
+		c.r.mu.Unlock()
+		if !listed && !busy && still {
+			c.r.log.Info("session no longer listed, stopping", "session_id", id)
+			c.drop(id)
+		}
+	}
+	for id := range c.orphaned {
+		if _, ok := c.recs[id]; !ok {
+			delete(c.orphaned, id)
+		}
+	}
+}
+
+// candidates returns the relays sessions are shared among: this one and the
+// peers whose heartbeat has been seen steadily for a lease period.
+func (c *coordinator) candidates(now time.Time) []string {
+	names := []string{c.r.cfg.Name}
+	for name := range c.peers {
+		if c.stable(name, now) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func (c *coordinator) stable(name string, now time.Time) bool {
+	if name == c.r.cfg.Name {
+		return true
+	}
+	// A heartbeat comes every third of a lease: one missed and the peer is
+	// not counted on any more.
+	p := c.peers[name]
+	ttl := c.r.cfg.LeaseTTL
+	return p != nil && now.Sub(p.seen) < ttl*2/3 && now.Sub(p.since) >= ttl
+}
+
+// dead reports whether the relay incarnation name/inc has certainly stopped:
+// its heartbeat key is gone or belongs to another incarnation.
+func (c *coordinator) dead(ctx context.Context, name, inc string, now time.Time) bool {
+	if p := c.peers[name]; p != nil && p.incarnation == inc && now.Sub(p.seen) < c.r.cfg.LeaseTTL {
+		return false
+	}
+	if d, ok := c.deadCache[name+"/"+inc]; ok {
+		return d
+	}
+	gctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	e, err := c.members.Get(gctx, name)
+	d := false
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		d = true
+	case err == nil:
+		d = string(e.Value()) != inc
+	}
+	c.deadCache[name+"/"+inc] = d
+	return d
+}
+
+// claim takes the lease of a session whose record is v.
+func (c *coordinator) claim(ctx context.Context, id string, v *recView) {
+	if !c.r.leaseValid() {
+		return
+	}
+	rec := SessionRecord{State: v.rec.State, Owner: c.owner()}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	rev, err := c.sessions.Update(cctx, id, value, v.rev)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
+			c.r.log.Warn("taking lease failed", "session_id", id, "err", err)
+		}
+		return
+	}
+	if v.rec.Owner != "" {
+		c.r.log.Info("lease taken over", "session_id", id, "from", v.rec.Owner)
+	} else {
+		c.r.log.Info("lease taken", "session_id", id)
+	}
+	v.rec, v.rev = rec, rev
+	delete(c.orphaned, id)
+	c.hold(id, rec.State == StateDraining)
+}
+
+func (c *coordinator) hold(id string, draining bool) {
+	c.r.mu.Lock()
+	c.r.want[id] = &control{draining: draining}
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+func (c *coordinator) drop(id string) {
+	c.r.mu.Lock()
+	delete(c.r.want, id)
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+func (c *coordinator) dropAll() {
+	c.r.mu.Lock()
+	clear(c.r.want)
+	c.r.mu.Unlock()
+	c.releasing = map[string]chan struct{}{}
+	c.r.wakeUp()
+}
+
+// release asks the pump to stop relaying a session, to hand it over.
+func (c *coordinator) release(id string) {
+	ch := make(chan struct{})
+	c.r.mu.Lock()
+	if ctl := c.r.want[id]; ctl != nil && ctl.release == nil {
+		ctl.release = ch
+		c.releasing[id] = ch
+	}
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+// finishRelease clears the lease of a session the pump stopped relaying.
+func (c *coordinator) finishRelease(ctx context.Context, id string) {
+	delete(c.releasing, id)
+	c.r.mu.Lock()
+	delete(c.r.want, id)
+	c.r.mu.Unlock()
+	v := c.recs[id]
+	if v == nil || v.rec.Owner != c.owner() {
+		return
+	}
+	rec := SessionRecord{State: v.rec.State}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	if rev, err := c.sessions.Update(cctx, id, value, v.rev); err == nil {
+		v.rec, v.rev = rec, rev
+		c.r.log.Info("lease handed over", "session_id", id)
+	}
+}
+
+// markDraining marks a session draining after the pump relayed its last
+// event (a DrainOn type). If the record changed since, someone activated the
+// session again and it stays active.
+func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, ctl *control) {
+	rec := SessionRecord{State: StateDraining, Owner: v.rec.Owner}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	rev, err := c.sessions.Update(cctx, id, value, v.rev)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return
+	}
+	c.r.mu.Lock()
+	ctl.ended = false
+	if err == nil {
+		ctl.draining = true
+	}
+	c.r.mu.Unlock()
+	if err == nil {
+		v.rec, v.rev = rec, rev
+		c.r.log.Info("session ended, draining", "session_id", id)
+	}
+}
+
+// finish deletes the record of a drained session and stops relaying it.
+func (c *coordinator) finish(ctx context.Context, id string, v *recView) {
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	if err := c.sessions.Delete(cctx, id, jetstream.LastRevision(v.rev)); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
+			c.r.log.Warn("removing drained session failed", "session_id", id, "err", err)
+		}
+		return
+	}
+	delete(c.recs, id)
+	c.drop(id)
+	c.r.log.Info("session drained", "session_id", id)
+}
+
+// leave hands every held session back and removes the heartbeat, so other
+// relays take over at once. It waits for the pump to stop first.
+func (c *coordinator) leave() {
+	select {
+	case <-c.r.pumpDone:
+	case <-time.After(c.r.cfg.PublishTimeout):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.r.leaseUntil.Store(0)
+	me := c.owner()
+	for id, v := range c.recs {
+		if v.rec.Owner != me {
+			continue
+		}
+		value, _ := json.Marshal(SessionRecord{State: v.rec.State})
+		if _, err := c.sessions.Update(ctx, id, value, v.rev); err != nil {
+			break
+		}
+	}
+	c.hb.leave(ctx)
+	c.dropAll()
+}
+
+// rendezvous returns the member scoring highest for id.
+func rendezvous(id string, members []string) string {
+	var best string
+	var bestScore uint64
+	for _, m := range members {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(m))
+		// FNV alone mixes the last bytes poorly; finish with a 64-bit mixer.
+		s := mix64(h.Sum64())
+		if best == "" || s > bestScore || (s == bestScore && m < best) {
+			best, bestScore = m, s
+		}
+	}
+	return best
+}
+
+func mix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb53fe63a9e87
+	x ^= x >> 33
+	return x
+}

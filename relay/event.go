@@ -1,0 +1,188 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbus/agentbus/bus"
+)
+
+// Header names the relay sets on every raw event besides Nats-Msg-Id and
+// Agents-Type.
+const (
+	// HeaderRedisEntry carries the Redis stream entry id the event was read
+	// from. The relay reads it back from the last stored event of a session
+	// to know where that session's relaying stopped.
+	HeaderRedisEntry = "Agents-Redis-Entry"
+	// HeaderSessionID carries the session id, as the subject does.
+	HeaderSessionID = "Agents-Session-Id"
+)
+
+// TypeInvalid is the type, and the last subject token, of a Redis entry the
+// relay could not read as a raw event: an unknown or missing type, data that
+// is not a JSON object, a missing or non-numeric ts. Such an entry is still
+// forwarded, with its raw fields, so the acl worker records and dead-letters
+// it.
+const TypeInvalid = "invalid"
+
+// knownTypes are the raw event types of the Redis contract (DESIGN.md §3).
+var knownTypes = map[string]bool{
+	"session_started":       true,
+	"assistant_message":     true,
+	"tool_result":           true,
+	"subagent_message":      true,
+	"usage_update":          true,
+	"turn_completed":        true,
+	"context_nearing_limit": true,
+	"context_exhausted":     true,
+	"handoff_document":      true,
+	"voluntary_handoff":     true,
+	"permission_request":    true,
+	"session_end":           true,
+	"message_delivered":     true,
+	"interrupt_ack":         true,
+	"pause_ack":             true,
+	"resume_ack":            true,
+	"stop_ack":              true,
+	"reload_config_ack":     true,
+}
+
+// Event is the JSON body of a message on agents.sidecar.<sessionId>.events.<type>.
+// A valid entry has Data and no Error; an invalid one has Type "invalid",
+// Error and Fields, and no Data.
+type Event struct {
+	// SessionID is the session whose stream the entry came from.
+	SessionID string `json:"sessionId"`
+	// EntryID is the Redis stream entry id ("<ms>-<seq>").
+	EntryID string `json:"entryId"`
+	// Type is the entry's type field, or "invalid".
+	Type string `json:"type"`
+	// TS is the entry's ts field: Unix milliseconds, 0 when unreadable.
+	TS int64 `json:"ts"`
+	// Data is the entry's data field, a JSON object, as the sidecar wrote it.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Error says why an invalid entry could not be read.
+	Error string `json:"error,omitempty"`
+	// Fields are all the fields of an invalid entry, as strings.
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+// EventsKey returns the Redis key of a session's event stream,
+// agent:session:{<id>}. The braces are a Redis Cluster hash tag.
+func EventsKey(sessionID string) string { return "agent:session:{" + sessionID + "}" }
+
+// CommandsKey returns the Redis key of a session's command stream,
+// agent:session:{<id>}:commands.
+func CommandsKey(sessionID string) string { return EventsKey(sessionID) + ":commands" }
+
+// MsgID returns the Nats-Msg-Id of the event relayed from entryID of a
+// session: <sessionId>:<entryId>.
+func MsgID(sessionID, entryID string) string { return sessionID + ":" + entryID }
+
+// ValidSessionID reports whether id can name a session: it becomes a NATS
+// subject token, a KV key and part of a Redis key, so only a-z, 0-9, '-'
+// and '_' are allowed (a UUID in its usual lowercase form passes).
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// newEventMsg turns one Redis entry of a session into its JetStream message.
+// fields nil means the entry was deleted while pending; the caller skips it.
+func newEventMsg(sessionID, entryID string, fields map[string]any) *nats.Msg {
+	typ, data, ts, reason := checkEntry(fields)
+	var body []byte
+	if reason == "" {
+		body = appendValidBody(make([]byte, 0, 96+len(sessionID)+len(entryID)+len(typ)+len(data)), sessionID, entryID, typ, ts, data)
+	} else {
+		typ = TypeInvalid
+		raw := make(map[string]string, len(fields))
+		for k, v := range fields {
+			raw[k] = fmt.Sprint(v)
+		}
+		// A map of strings and plain fields cannot fail to encode.
+		body, _ = json.Marshal(Event{SessionID: sessionID, EntryID: entryID, Type: TypeInvalid, TS: ts, Error: reason, Fields: raw})
+	}
+	m := &nats.Msg{
+		Subject: bus.SidecarEventSubject(sessionID, typ),
+		Header:  make(nats.Header, 6),
+		Data:    body,
+	}
+	m.Header[bus.HeaderMsgID] = []string{MsgID(sessionID, entryID)}
+	m.Header[bus.HeaderType] = []string{typ}
+	m.Header[HeaderRedisEntry] = []string{entryID}
+	m.Header[HeaderSessionID] = []string{sessionID}
+	if tp, ok := fields["traceparent"].(string); ok && tp != "" {
+		m.Header[bus.HeaderTraceparent] = []string{tp}
+	}
+	return m
+}
+
+// checkEntry validates an entry against the Redis contract and returns its
+// type, data and ts, or the reason it is invalid (ts is returned whenever it
+// parses).
+func checkEntry(fields map[string]any) (typ string, data []byte, ts int64, reason string) {
+	tsRaw, _ := fields["ts"].(string)
+	ts, tsErr := strconv.ParseInt(tsRaw, 10, 64)
+	if tsErr != nil {
+		ts = 0
+	}
+	typ, _ = fields["type"].(string)
+	switch {
+	case typ == "":
+		return "", nil, ts, "missing type"
+	case !knownTypes[typ]:
+		return "", nil, ts, fmt.Sprintf("unknown type %q", typ)
+	}
+	rawData, ok := fields["data"].(string)
+	if !ok {
+		return "", nil, ts, "missing data"
+	}
+	data = []byte(rawData)
+	if !json.Valid(data) {
+		return "", nil, ts, "data is not JSON"
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return "", nil, ts, "data is not a JSON object"
+	}
+	if tsRaw == "" {
+		return "", nil, ts, "missing ts"
+	}
+	if tsErr != nil || ts < 0 {
+		return "", nil, 0, fmt.Sprintf("ts %q is not Unix milliseconds", tsRaw)
+	}
+	return typ, data, ts, ""
+}
+
+// appendValidBody encodes the Event of a valid entry without reflection:
+// the session id, entry id and type hold no character JSON must escape, and
+// data was checked to be a JSON object.
+func appendValidBody(b []byte, sessionID, entryID, typ string, ts int64, data []byte) []byte {
+	b = append(b, `{"sessionId":"`...)
+	b = append(b, sessionID...)
+	b = append(b, `","entryId":"`...)
+	b = append(b, entryID...)
+	b = append(b, `","type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","ts":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	return append(b, '}')
+}
+
+// IsKnownType reports whether typ is a raw event type of the Redis contract
+// (DESIGN.md §3).
+func IsKnownType(typ string) bool { return knownTypes[typ] }
