@@ -5,10 +5,15 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO      ?= go
 BIN     := bin/agentbus
 NATSCLI := github.com/nats-io/natscli@v0.4.0
+# The Claude Code CLI the claude engine drives (sidecar/engine/claude.Version),
+# installed project-locally by `make deps`.
+CLAUDE_CODE_VERSION := 2.1.330
+TOOLS_NODE := $(CURDIR)/.tools/node
+CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
 .PHONY: deps build run test bench tools clean
 
-## deps: install the Postgres and Redis servers the stack and the tests need
+## deps: install the Postgres and Redis servers the stack and the tests need, and the Claude Code CLI
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -22,6 +27,21 @@ deps:
 	  fi; \
 	fi
 	@$(GO) version >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/"; exit 1; }
+	@if [ "$$($(CLAUDE_BIN) --version 2>/dev/null | cut -d' ' -f1)" != "$(CLAUDE_CODE_VERSION)" ]; then \
+	  mkdir -p $(TOOLS_NODE); \
+	  if ! command -v npm >/dev/null 2>&1; then \
+	    echo "npm is not installed" > $(CURDIR)/.tools/claude-install.log; \
+	    echo "npm is missing: the Claude Code CLI is not installed and the claude engine's tests are skipped"; \
+	  else \
+	    echo "installing the Claude Code CLI $(CLAUDE_CODE_VERSION) into .tools/node"; \
+	    if npm install --prefix $(TOOLS_NODE) --save-exact --no-audit --no-fund --loglevel=error \
+	         @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) > $(CURDIR)/.tools/claude-install.log 2>&1; then \
+	      rm -f $(CURDIR)/.tools/claude-install.log; \
+	    else \
+	      echo "npm install failed (.tools/claude-install.log): the claude engine's tests are skipped"; \
+	    fi; \
+	  fi; \
+	fi
 
 ## build: build the agentbus binary into bin/
 build:

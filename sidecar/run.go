@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/sidecar/engine"
+	"github.com/agentbus/agentbus/sidecar/engine/claude"
 	"github.com/agentbus/agentbus/sidecar/engine/script"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -36,7 +37,8 @@ type Options struct {
 	Config protocol.Config
 	// Redis holds the session's streams. Required.
 	Redis *redis.Client
-	// Engines are the engines a config may name. Default: the script engine.
+	// Engines are the engines a config may name. Default: the script and
+	// claude engines.
 	Engines engine.Registry
 	// API is handed to the engine for the agent API.
 	API engine.AgentAPI
@@ -54,7 +56,7 @@ type Options struct {
 func (o *Options) setDefaults() {
 	o.Config.SetDefaults()
 	if o.Engines == nil {
-		o.Engines = engine.Registry{script.Name: script.New()}
+		o.Engines = engine.Registry{script.Name: script.New(), claude.Name: claude.New()}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
