@@ -13,6 +13,9 @@ CREATE TABLE activity_items (
     detail       text        NOT NULL DEFAULT '',
     tool_name    text        NOT NULL DEFAULT '',
     subagent_id  text,
+    -- The engine's id of the tool call an item starts or ends.
+    tool_use_id  text,
     occurred_at  timestamptz NOT NULL
 );
 CREATE INDEX activity_items_session ON activity_items (session_id, source_seq);
+CREATE INDEX activity_items_tool_use ON activity_items (session_id, tool_use_id) WHERE tool_use_id IS NOT NULL;

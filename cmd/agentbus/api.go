@@ -27,7 +27,9 @@ import (
 // tokens are checked with AGENTBUS_JWT_SECRET (or the development secret).
 // /readyz checks Postgres and NATS. What it starts stops when ctx ends;
 // call Close on the server too.
-func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream) (*api.Server, error) {
+// newAPI builds the HTTP API on the given connections; checks are the
+// process's readiness checks, nil for the API's own (Postgres and NATS).
+func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks) (*api.Server, error) {
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
 	if err != nil {
 		return nil, err
@@ -37,21 +39,23 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream
 		return nil, fmt.Errorf("api: command client: %w", err)
 	}
 	store := queries.New(pool, sessionPool)
-	var checks health.Checks
-	checks.Add("postgres", pool.Ping)
-	checks.Add("nats", func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return errors.New("not connected")
-		}
-		_, err := js.AccountInfo(ctx)
-		return err
-	})
+	if checks == nil {
+		checks = &health.Checks{}
+		checks.Add("postgres", pool.Ping)
+		checks.Add("nats", func(ctx context.Context) error {
+			if !nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			_, err := js.AccountInfo(ctx)
+			return err
+		})
+	}
 	srv, err := api.New(api.Config{JWTSecret: jwtSecret()}, api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),
 		JetStream:     js,
-		Checks:        &checks,
+		Checks:        checks,
 		Commands:      client,
 		Queries:       store,
 	})
@@ -91,7 +95,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	apiCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS)
+	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/migrations"
 )
+
+// devUserID is the user of the development token that up prints.
+const devUserID = "00000000-0000-4000-8000-000000000001"
 
 // upConfig is what `agentbus up` is told by flags and environment.
 type upConfig struct {
@@ -56,9 +60,17 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 
-	mux := http.NewServeMux()
-	in.Checks().Register(mux)
-	srv := &http.Server{Addr: cfg.httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks())
+	if err != nil {
+		return err
+	}
+	defer apiServer.Close()
+	// No write timeout: live streams stay open; each SSE write has its own deadline.
+	srv := &http.Server{Addr: cfg.httpAddr, Handler: apiServer, ReadHeaderTimeout: 10 * time.Second}
+	token, err := api.NewToken(jwtSecret(), devUserID, 30*24*time.Hour)
+	if err != nil {
+		return err
+	}
 
 	components := []component{
 		{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }},
@@ -70,8 +82,8 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	slog.Info("agentbus is up", "component", "up",
 		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
-	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  API and health: http://%s/readyz\n  NATS:           %s   (nats --server %s stream ls)\n  stop with Ctrl-C\n\n",
-		cfg.httpAddr, in.NATSURL, in.NATSURL)
+	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (nats --server %s stream ls)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
+		cfg.httpAddr, in.NATSURL, in.NATSURL, token, devUserID)
 	return runComponents(ctx, components)
 }
 

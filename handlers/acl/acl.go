@@ -93,7 +93,7 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	}
 	tr.activity.SessionID = sessionID
 	tr.activity.Timestamp = at
-	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.activity); err != nil {
+	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity); err != nil {
 		return err
 	}
 	if terr != nil {

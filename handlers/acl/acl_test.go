@@ -186,6 +186,7 @@ func TestUsageUpdatesSumCostAndReplaceTheContextWindow(t *testing.T) {
 func TestSessionEndMapsToOutputOrFailure(t *testing.T) {
 	s := start(t)
 	ok := s.runningSession(t)
+	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.01, "duration_ms": 900, "num_turns": 1, "final": true})
 	s.raw(t, ok, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
 	s.eventually(t, ok, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusIdle && x.HasPendingReview() }, "clean end -> Idle with review")
 
@@ -218,4 +219,19 @@ func TestMalformedRawEventIsRecordedAndDeadLetteredAndTheSessionGoesOn(t *testin
 		return err == nil && info.State.Msgs == 2
 	}, 30*time.Second, 50*time.Millisecond, "both unreadable events are dead-lettered")
 	assert.Equal(t, []string{"UnknownEvent:invalid", "UnknownEvent:assistant_message", "StatusChange:pause_ack"}, s.activity(t, id))
+}
+
+func TestToolResultTakesItsCallsToolName(t *testing.T) {
+	s := start(t)
+	id := s.runningSession(t)
+	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "tool_use", "tool_use_id": "toolu_9",
+		"tool_name": "Bash", "input": map[string]any{"command": "go test ./..."}})
+	s.raw(t, id, "tool_result", map[string]any{"tool_use_id": "toolu_9", "content": "ok  agentbus 1.2s", "is_error": false})
+	s.raw(t, id, "tool_result", map[string]any{"tool_use_id": "toolu_unknown", "content": "orphan", "is_error": false})
+	require.Eventually(t, func() bool { return len(s.activity(t, id)) == 3 }, 30*time.Second, 20*time.Millisecond)
+	var tool string
+	require.NoError(t, s.pool.QueryRow(context.Background(),
+		"SELECT tool_name FROM activity_items WHERE session_id = $1 AND type = 'ToolCallEnd'", id).Scan(&tool))
+	assert.Equal(t, "Bash", tool)
+	assert.Equal(t, "UnknownEvent:tool_result", s.activity(t, id)[2], "a result without its call is still recorded")
 }

@@ -30,6 +30,9 @@ func sessionCmd(name string, data any) outgoing {
 type translation struct {
 	activity domain.ActivityItem
 	commands []outgoing
+	// toolUseID links a tool call's start and end items; the end takes
+	// the tool's name from the start.
+	toolUseID string
 }
 
 func item(typ domain.ActivityItemType, summary, detail string) domain.ActivityItem {
@@ -62,7 +65,7 @@ func translate(ev relay.Event) (translation, error) {
 		d, err := decode[protocol.ToolResult](ev)
 		a := item(domain.ActivityToolCallEnd, firstLine(d.Content), d.Content)
 		a.SubAgentID = subagent(d.SubagentID)
-		return translation{activity: a}, err
+		return translation{activity: a, toolUseID: d.ToolUseID}, err
 	case "subagent_message":
 		d, err := decode[protocol.SubagentMessage](ev)
 		a := item(domain.ActivityMessage, d.Text, d.Text)
@@ -72,10 +75,13 @@ func translate(ev relay.Event) (translation, error) {
 		return usageUpdate(ev)
 	case "turn_completed":
 		d, err := decode[protocol.TurnCompleted](ev)
-		return translation{
-			activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data)),
-			commands: []outgoing{sessionCmd(command.RecordTurnCompleted, nil)},
-		}, err
+		tr := translation{activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data))}
+		// The final turn is followed at once by session_end, which records
+		// the output; ending the turn first would leave nothing to record it on.
+		if !d.Final {
+			tr.commands = []outgoing{sessionCmd(command.RecordTurnCompleted, nil)}
+		}
+		return tr, err
 	case "context_nearing_limit":
 		d, err := decode[protocol.ContextNearingLimit](ev)
 		return translation{
@@ -178,10 +184,14 @@ func assistantMessage(ev relay.Event) (translation, error) {
 	a := item(domain.ActivityToolCallStart, d.ToolName+" "+firstLine(string(d.Input)), string(d.Input))
 	a.ToolName = d.ToolName
 	a.SubAgentID = subagent(d.SubagentID)
-	tr := translation{activity: a}
+	tr := translation{activity: a, toolUseID: d.ToolUseID}
 	if d.SubagentID != "" {
 		return tr, nil // a subagent's tools do not steer the parent session
 	}
+	// The engine may begin a turn of its own (the next step of its work)
+	// after the previous one ended: the session runs again before the tool
+	// takes effect. BeginTurn is refused harmlessly when it already runs.
+	begin := sessionCmd(command.BeginTurn, nil)
 	switch d.ToolName {
 	case "AskUserQuestion":
 		q, err := askUserQuestion(d.Input)
@@ -190,20 +200,20 @@ func assistantMessage(ev relay.Event) (translation, error) {
 		}
 		tr.activity.Type = domain.ActivityUserQuestion
 		tr.activity.Summary = domain.Summarize(q.Content)
-		tr.commands = append(tr.commands, sessionCmd(command.RecordQuestionAsked, q))
+		tr.commands = append(tr.commands, begin, sessionCmd(command.RecordQuestionAsked, q))
 	case "TodoWrite":
 		tasks, err := todoWrite(d.Input)
 		if err != nil {
 			return translation{}, err
 		}
 		tr.activity.Type = domain.ActivityTodoUpdate
-		tr.commands = append(tr.commands, sessionCmd(command.UpdateTaskList, command.TaskListData{Tasks: tasks}))
+		tr.commands = append(tr.commands, begin, sessionCmd(command.UpdateTaskList, command.TaskListData{Tasks: tasks}))
 	case "EnterPlanMode":
 		tr.activity.Type = domain.ActivityPlanModeEnter
-		tr.commands = append(tr.commands, sessionCmd(command.RecordPlanCreated, command.PlanData{Content: planText(d.Input, "Planning")}))
+		tr.commands = append(tr.commands, begin, sessionCmd(command.RecordPlanCreated, command.PlanData{Content: planText(d.Input, "Planning")}))
 	case "ExitPlanMode":
 		tr.activity.Type = domain.ActivityPlanModeExit
-		tr.commands = append(tr.commands, sessionCmd(command.RecordPlanPending,
+		tr.commands = append(tr.commands, begin, sessionCmd(command.RecordPlanPending,
 			command.PlanData{Content: planText(d.Input, "Plan"), RequiresApproval: true}))
 	}
 	return tr, nil

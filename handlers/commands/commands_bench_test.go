@@ -31,7 +31,7 @@ import (
 )
 
 // benchSenders is how many callers send commands at once.
-var benchSenders = func() int { n, _ := strconv.Atoi(os.Getenv("XX_SENDERS")); if n > 0 { return n }; return 16 }()
+const benchSenders = 16
 
 // benchSessionsPerSender is how many running sessions each sender cycles
 // through; they are its own, so senders never contend for one session.

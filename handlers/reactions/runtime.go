@@ -1,0 +1,104 @@
+package reactions
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/launcher"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// RuntimeConsumer is the durable consumer of the runtime reaction.
+// Renaming it replays every event to it: keep it stable.
+const RuntimeConsumer = "runtime"
+
+// Runtime is the seed's IAgentRuntime: when a session gets a pool slot it
+// has the relay carry the session's streams and starts the session's
+// sidecar through the launcher (in external mode the launcher starts
+// nothing and someone else runs the sidecar); when the session ends it
+// lets the relay drain and stop.
+type Runtime struct {
+	JS       jetstream.JetStream
+	DB       *pgxpool.Pool
+	Launcher *launcher.Launcher
+	// Engine is the sidecar engine: script (default) or claude.
+	Engine string
+}
+
+// Run consumes the allocation and ending events until ctx ends.
+func (r Runtime) Run(ctx context.Context) error {
+	if err := r.Launcher.Start(ctx); err != nil {
+		return err
+	}
+	defer r.Launcher.Close()
+	return bus.Run(ctx, r.JS, bus.RunnerConfig{
+		Stream: bus.StreamEvents, Consumer: RuntimeConsumer, Handler: r.Handle,
+		Concurrency: 4, OrderKey: bus.BySubject,
+		FilterSubjects: []string{"agents.evt.session.*.session_allocated", "agents.evt.session.*.session_released"},
+	})
+}
+
+// Handle starts or lets go of one session's sidecar.
+func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
+	env, err := bus.DecodeEnvelope(m.Data())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	id, err := uuid.Parse(env.AggregateID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	kv, err := relay.SessionsKV(ctx, r.JS)
+	if err != nil {
+		return err
+	}
+	if env.Type == "session_released" {
+		return relay.Deactivate(ctx, kv, id.String())
+	}
+	s, err := postgres.Sessions{}.Get(ctx, r.DB, id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return bus.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if !s.Status().HasSidecar() {
+		return nil // it ended before its sidecar started
+	}
+	if err := relay.Activate(ctx, kv, id.String()); err != nil {
+		return err
+	}
+	if _, running := r.Launcher.PID(id.String()); running {
+		return nil // a redelivered allocation
+	}
+	_, err = r.Launcher.StartSession(ctx, sidecarConfig(s, r.Engine), "")
+	return err
+}
+
+// sidecarConfig composes what the sidecar of s needs to know.
+func sidecarConfig(s *domain.AgentSession, engine string) protocol.Config {
+	cfg := protocol.Config{
+		SessionID: s.ID().String(), Engine: engine, Model: s.ModelID(),
+		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(),
+	}
+	policy := s.ToolApproval()
+	switch policy.Mode {
+	case domain.ApprovalAll:
+		cfg.PermissionPolicy.RequireApproval = []string{"*"}
+	case domain.ApprovalList:
+		cfg.PermissionPolicy.RequireApproval = policy.Tools
+	}
+	cfg.PermissionPolicy.TimeoutMS = policy.Timeout.Milliseconds()
+	if chain := s.ChainID(); chain != nil {
+		cfg.ChainID = chain.String()
+	}
+	return cfg
+}
