@@ -134,7 +134,7 @@ func BenchmarkThroughput(b *testing.B) {
 		writeBench(b, e.rdb, ids, 0, b.N)
 		b.ResetTimer()
 		start := time.Now()
-		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler) })
+		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler); c.LeaseTTL = 10 * time.Second })
 		waitStored(b, e.js, uint64(b.N))
 		record("relay", reportRate(b, start))
 		b.StopTimer()
@@ -145,6 +145,45 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Logf("relay / atomic batch publish = %.2f; relay / async publish = %.2f",
 			rates["relay"]/rates["jetstream_atomic_batch"], rates["relay"]/rates["jetstream_async"])
 	}
+}
+
+// BenchmarkRelayVsBatch measures the relay and the atomic batch publish
+// baseline in alternating rounds, so both see the same machine load, and
+// reports their ratio. The relay's time runs from the first XADD of a round
+// to its last event stored. Run with e.g. -benchtime=100000x.
+func BenchmarkRelayVsBatch(b *testing.B) {
+	const rounds = 5
+	base, rel := newEnv(b), newEnv(b)
+	pub, err := bus.NewPublisher(base.js, bus.PublisherConfig{MaxBatch: 1000, MaxConcurrentBatches: 1})
+	require.NoError(b, err)
+	baseIDs, relIDs := newSessions(benchSessions), newSessions(benchSessions)
+	rel.activate(relIDs...)
+	p := rel.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler); c.LeaseTTL = 10 * time.Second })
+	require.Eventually(b, func() bool { return len(p.relay.Held()) == benchSessions && p.relay.Ready() }, wait, 10*time.Millisecond)
+	per := max(b.N/rounds, 1)
+	var tBatch, tRelay time.Duration
+	b.ResetTimer()
+	for r := range rounds {
+		msgs := make([]*nats.Msg, per)
+		for i := range msgs {
+			msgs[i] = eventMsg(baseIDs[i%benchSessions], r*per+i)
+		}
+		start := time.Now()
+		require.NoError(b, pub.PublishMsgs(context.Background(), msgs))
+		tBatch += time.Since(start)
+
+		start = time.Now()
+		writeBench(b, rel.rdb, relIDs, r*per, (r+1)*per)
+		waitStored(b, rel.js, uint64((r+1)*per))
+		tRelay += time.Since(start)
+	}
+	b.StopTimer()
+	batchRate := float64(rounds*per) / tBatch.Seconds()
+	relayRate := float64(rounds*per) / tRelay.Seconds()
+	b.ReportMetric(batchRate, "batch-events/s")
+	b.ReportMetric(relayRate, "relay-events/s")
+	b.ReportMetric(relayRate/batchRate, "relay/batch")
+	b.ReportMetric(0, "ns/op")
 }
 
 // writeBench writes events from..to-1 round-robin over the sessions, in
@@ -243,7 +282,7 @@ func BenchmarkLatency(b *testing.B) {
 		e, ids := newEnv(b), newSessions(10)
 		ctx := context.Background()
 		e.activate(ids...)
-		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler) })
+		p := e.start("relay-bench", func(c *relay.Config) { c.Logger = slog.New(slog.DiscardHandler); c.LeaseTTL = 10 * time.Second })
 		require.Eventually(b, func() bool { return len(p.relay.Held()) == len(ids) && p.relay.Ready() }, wait, 10*time.Millisecond)
 		sent := make([]time.Time, b.N)
 		lat, stop := consumeLatency(b, e, sent)

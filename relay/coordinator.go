@@ -2,20 +2,18 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// coordinator decides which sessions this relay holds. It keeps the relay's
-// heartbeat in relay_members alive, watches relay_sessions and relay_members,
-// and takes, keeps, hands over and gives up session leases:
+// coordinator decides which sessions this relay holds. It watches
+// relay_sessions and relay_members (where each relay's heartbeat keeps its
+// key alive) and takes, keeps, hands over and gives up session leases:
 //
 //   - Among the live relays, a session belongs to the one that scores
 //     highest for it (rendezvous hashing), so relays share sessions evenly
@@ -165,107 +163,6 @@ func (c *coordinator) run(ctx context.Context, stopPump context.CancelFunc) erro
 	stopPump()
 	c.leave()
 	return nil
-}
-
-// heartbeat keeps this relay's key in relay_members alive, on its own
-// goroutine so that no amount of lease work delays it.
-type heartbeat struct {
-	r       *Relay
-	members jetstream.KeyValue
-	// lost is signalled when the key expired: the coordinator then drops
-	// every session, which the next reconcile takes back where it can.
-	lost chan struct{}
-
-	mu  sync.Mutex
-	inc string
-	rev uint64
-}
-
-func newHeartbeat(r *Relay, members jetstream.KeyValue) *heartbeat {
-	return &heartbeat{r: r, members: members, lost: make(chan struct{}, 1), inc: randomHex(6)}
-}
-
-// incarnation tells this run of the relay from earlier ones under the same
-// name, and changes when the heartbeat expired; leases name
-// "<name>/<incarnation>".
-func (h *heartbeat) incarnation() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.inc
-}
-
-func (h *heartbeat) run(ctx context.Context) {
-	every := h.r.cfg.LeaseTTL / 3
-	for {
-		h.beat(ctx)
-		if !sleep(ctx, every) {
-			return
-		}
-	}
-}
-
-// beat renews the heartbeat, or writes it on the first call.
-func (h *heartbeat) beat(ctx context.Context) {
-	ttl := h.r.cfg.LeaseTTL
-	h.mu.Lock()
-	inc, last := h.inc, h.rev
-	h.mu.Unlock()
-	sent := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, ttl/3)
-	defer cancel()
-	var (
-		rev uint64
-		err error
-	)
-	if last == 0 {
-		rev, err = h.members.Create(bctx, h.r.cfg.Name, []byte(inc))
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			// An earlier run under this name has not expired yet: its leases
-			// are ours to take back.
-			h.r.log.Info("taking over the heartbeat of an earlier run of this relay")
-			rev, err = h.members.Put(bctx, h.r.cfg.Name, []byte(inc))
-		}
-	} else {
-		rev, err = h.members.Update(bctx, h.r.cfg.Name, []byte(inc), last)
-	}
-	switch {
-	case err == nil:
-		h.mu.Lock()
-		h.rev = rev
-		h.mu.Unlock()
-		// The key lives at least ttl from the moment it was written, which is
-		// after sent. Stop short of that by a fifth for clock-rate drift and
-		// for a publish already on the wire.
-		h.r.leaseUntil.Store(sent.Add(ttl * 4 / 5).UnixNano())
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		// The heartbeat expired: other relays may have taken our sessions.
-		// Join again as a new incarnation.
-		h.r.log.Warn("heartbeat expired, rejoining")
-		h.r.leaseUntil.Store(0)
-		h.mu.Lock()
-		h.inc, h.rev = randomHex(6), 0
-		h.mu.Unlock()
-		select {
-		case h.lost <- struct{}{}:
-		default:
-		}
-	default:
-		if ctx.Err() == nil {
-			h.r.log.Warn("heartbeat failed", "err", err)
-		}
-	}
-}
-
-// leave removes the heartbeat key, so other relays need not wait for it to
-// expire.
-func (h *heartbeat) leave(ctx context.Context) {
-	h.r.leaseUntil.Store(0)
-	h.mu.Lock()
-	rev := h.rev
-	h.mu.Unlock()
-	if rev != 0 {
-		_ = h.members.Delete(ctx, h.r.cfg.Name, jetstream.LastRevision(rev))
-	}
 }
 
 func (c *coordinator) applySession(e jetstream.KeyValueEntry) {
@@ -459,149 +356,6 @@ func (c *coordinator) dead(ctx context.Context, name, inc string, now time.Time)
 	}
 	c.deadCache[name+"/"+inc] = d
 	return d
-}
-
-// claim takes the lease of a session whose record is v.
-func (c *coordinator) claim(ctx context.Context, id string, v *recView) {
-	if !c.r.leaseValid() {
-		return
-	}
-	rec := SessionRecord{State: v.rec.State, Owner: c.owner()}
-	value, _ := json.Marshal(rec)
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	rev, err := c.sessions.Update(cctx, id, value, v.rev)
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
-			c.r.log.Warn("taking lease failed", "session_id", id, "err", err)
-		}
-		return
-	}
-	if v.rec.Owner != "" {
-		c.r.log.Info("lease taken over", "session_id", id, "from", v.rec.Owner)
-	} else {
-		c.r.log.Info("lease taken", "session_id", id)
-	}
-	v.rec, v.rev = rec, rev
-	delete(c.orphaned, id)
-	c.hold(id, rec.State == StateDraining)
-}
-
-func (c *coordinator) hold(id string, draining bool) {
-	c.r.mu.Lock()
-	c.r.want[id] = &control{draining: draining}
-	c.r.mu.Unlock()
-	c.r.wakeUp()
-}
-
-func (c *coordinator) drop(id string) {
-	c.r.mu.Lock()
-	delete(c.r.want, id)
-	c.r.mu.Unlock()
-	c.r.wakeUp()
-}
-
-func (c *coordinator) dropAll() {
-	c.r.mu.Lock()
-	clear(c.r.want)
-	c.r.mu.Unlock()
-	c.releasing = map[string]chan struct{}{}
-	c.r.wakeUp()
-}
-
-// release asks the pump to stop relaying a session, to hand it over.
-func (c *coordinator) release(id string) {
-	ch := make(chan struct{})
-	c.r.mu.Lock()
-	if ctl := c.r.want[id]; ctl != nil && ctl.release == nil {
-		ctl.release = ch
-		c.releasing[id] = ch
-	}
-	c.r.mu.Unlock()
-	c.r.wakeUp()
-}
-
-// finishRelease clears the lease of a session the pump stopped relaying.
-func (c *coordinator) finishRelease(ctx context.Context, id string) {
-	delete(c.releasing, id)
-	c.r.mu.Lock()
-	delete(c.r.want, id)
-	c.r.mu.Unlock()
-	v := c.recs[id]
-	if v == nil || v.rec.Owner != c.owner() {
-		return
-	}
-	rec := SessionRecord{State: v.rec.State}
-	value, _ := json.Marshal(rec)
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	if rev, err := c.sessions.Update(cctx, id, value, v.rev); err == nil {
-		v.rec, v.rev = rec, rev
-		c.r.log.Info("lease handed over", "session_id", id)
-	}
-}
-
-// markDraining marks a session draining after the pump relayed its last
-// event (a DrainOn type). If the record changed since, someone activated the
-// session again and it stays active.
-func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, ctl *control) {
-	rec := SessionRecord{State: StateDraining, Owner: v.rec.Owner}
-	value, _ := json.Marshal(rec)
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	rev, err := c.sessions.Update(cctx, id, value, v.rev)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return
-	}
-	c.r.mu.Lock()
-	ctl.ended = false
-	if err == nil {
-		ctl.draining = true
-	}
-	c.r.mu.Unlock()
-	if err == nil {
-		v.rec, v.rev = rec, rev
-		c.r.log.Info("session ended, draining", "session_id", id)
-	}
-}
-
-// finish deletes the record of a drained session and stops relaying it.
-func (c *coordinator) finish(ctx context.Context, id string, v *recView) {
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	if err := c.sessions.Delete(cctx, id, jetstream.LastRevision(v.rev)); err != nil {
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
-			c.r.log.Warn("removing drained session failed", "session_id", id, "err", err)
-		}
-		return
-	}
-	delete(c.recs, id)
-	c.drop(id)
-	c.r.log.Info("session drained", "session_id", id)
-}
-
-// leave hands every held session back and removes the heartbeat, so other
-// relays take over at once. It waits for the pump to stop first.
-func (c *coordinator) leave() {
-	select {
-	case <-c.r.pumpDone:
-	case <-time.After(c.r.cfg.PublishTimeout):
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	c.r.leaseUntil.Store(0)
-	me := c.owner()
-	for id, v := range c.recs {
-		if v.rec.Owner != me {
-			continue
-		}
-		value, _ := json.Marshal(SessionRecord{State: v.rec.State})
-		if _, err := c.sessions.Update(ctx, id, value, v.rev); err != nil {
-			break
-		}
-	}
-	c.hb.leave(ctx)
-	c.dropAll()
 }
 
 // rendezvous returns the member scoring highest for id.

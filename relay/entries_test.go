@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,8 @@ func TestBadEntries(t *testing.T) {
 		{name: "missing data", fields: []any{"type", "pause_ack", "ts", "1700000000000"}, typ: relay.TypeInvalid, err: "missing data"},
 		{name: "missing ts", fields: []any{"type", "pause_ack", "data", `{}`}, typ: relay.TypeInvalid, err: "missing ts"},
 		{name: "ts not a number", fields: []any{"type", "pause_ack", "data", `{}`, "ts", "yesterday"}, typ: relay.TypeInvalid, err: `ts "yesterday" is not Unix milliseconds`},
+		{name: "too large to forward", fields: []any{"type", "tool_result", "data", `{"x":"` + strings.Repeat("x", 2<<20) + `"}`, "ts", "1700000000000"}, typ: relay.TypeInvalid,
+			err: fmt.Sprintf("entry of %d bytes exceeds the message size limit of %d", 2<<20+136, 1<<20)},
 		{name: "valid after the bad ones", fields: []any{"type", "session_started", "data", `{"engine_session_id":"e1"}`, "ts", "1700000000001", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, typ: "session_started"},
 	}
 	for _, tt := range tests {
@@ -59,7 +63,8 @@ func TestBadEntries(t *testing.T) {
 			assert.Nil(t, ev.Data)
 			want := map[string]string{}
 			for j := 0; j < len(tt.fields); j += 2 {
-				want[tt.fields[j].(string)] = tt.fields[j+1].(string)
+				v := tt.fields[j+1].(string)
+				want[tt.fields[j].(string)] = v[:min(len(v), 1024)]
 			}
 			assert.Equal(t, want, ev.Fields)
 		})

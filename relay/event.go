@@ -49,6 +49,8 @@ var knownTypes = map[string]bool{
 	"resume_ack":            true,
 	"stop_ack":              true,
 	"reload_config_ack":     true,
+	// error: the sidecar could not carry out a command (sidecar/README.md).
+	"error": true,
 }
 
 // Event is the JSON body of a message on agents.sidecar.<sessionId>.events.<type>.
@@ -99,21 +101,30 @@ func ValidSessionID(id string) bool {
 	return true
 }
 
+// headroom is what the headers of an event take at most, besides its body.
+const headroom = 2048
+
+// keepOfTooLarge is how much of each field an event too large to forward
+// keeps.
+const keepOfTooLarge = 1024
+
 // newEventMsg turns one Redis entry of a session into its JetStream message.
-// fields nil means the entry was deleted while pending; the caller skips it.
-func newEventMsg(sessionID, entryID string, fields map[string]any) *nats.Msg {
+// An entry whose message would exceed maxPayload (when above zero) is
+// forwarded as invalid, with its fields cut short.
+func newEventMsg(sessionID, entryID string, fields map[string]any, maxPayload int) *nats.Msg {
 	typ, data, ts, reason := checkEntry(fields)
 	var body []byte
 	if reason == "" {
 		body = appendValidBody(make([]byte, 0, 96+len(sessionID)+len(entryID)+len(typ)+len(data)), sessionID, entryID, typ, ts, data)
 	} else {
+		body = invalidBody(sessionID, entryID, ts, reason, fields, 0)
+	}
+	if maxPayload > 0 && len(body)+headroom > maxPayload {
+		reason = fmt.Sprintf("entry of %d bytes exceeds the message size limit of %d", len(body), maxPayload)
+		body = invalidBody(sessionID, entryID, ts, reason, fields, keepOfTooLarge)
+	}
+	if reason != "" {
 		typ = TypeInvalid
-		raw := make(map[string]string, len(fields))
-		for k, v := range fields {
-			raw[k] = fmt.Sprint(v)
-		}
-		// A map of strings and plain fields cannot fail to encode.
-		body, _ = json.Marshal(Event{SessionID: sessionID, EntryID: entryID, Type: TypeInvalid, TS: ts, Error: reason, Fields: raw})
 	}
 	m := &nats.Msg{
 		Subject: bus.SidecarEventSubject(sessionID, typ),
@@ -128,6 +139,22 @@ func newEventMsg(sessionID, entryID string, fields map[string]any) *nats.Msg {
 		m.Header[bus.HeaderTraceparent] = []string{tp}
 	}
 	return m
+}
+
+// invalidBody encodes the Event of an invalid entry; keep above zero cuts
+// every field to that many bytes.
+func invalidBody(sessionID, entryID string, ts int64, reason string, fields map[string]any, keep int) []byte {
+	raw := make(map[string]string, len(fields))
+	for k, v := range fields {
+		s := fmt.Sprint(v)
+		if keep > 0 && len(s) > keep {
+			s = s[:keep]
+		}
+		raw[k] = s
+	}
+	// Strings only: encoding cannot fail.
+	body, _ := json.Marshal(Event{SessionID: sessionID, EntryID: entryID, Type: TypeInvalid, TS: ts, Error: reason, Fields: raw})
+	return body
 }
 
 // checkEntry validates an entry against the Redis contract and returns its

@@ -112,6 +112,26 @@ func ParseCommand(msg jetstream.Msg) (Command, error) {
 	return cmd, nil
 }
 
+// writeCommand writes cmd, waiting out a Redis that cannot be reached (the
+// runner keeps the message in progress meanwhile), so an outage of any
+// length uses up none of the command's deliveries. An error Redis answers
+// with is returned.
+func (r *Relay) writeCommand(ctx context.Context, cmd Command) (bool, error) {
+	for failures := 0; ; failures++ {
+		written, err := WriteCommand(ctx, r.rdb, cmd, r.cfg.CommandDedupTTL)
+		var rerr redis.Error
+		if err == nil || errors.As(err, &rerr) || ctx.Err() != nil {
+			return written, err
+		}
+		if failures == 0 {
+			r.log.Warn("writing a command failed, retrying", "session_id", cmd.SessionID, "command_id", cmd.ID, "err", err)
+		}
+		if !sleep(ctx, backoff(failures)) {
+			return false, err
+		}
+	}
+}
+
 // commandSession keys the commands of one session to one lane, so they are
 // written in the order they were published.
 func commandSession(msg jetstream.Msg) string {
@@ -137,7 +157,7 @@ func (r *Relay) outbound(ctx context.Context) error {
 			if err != nil {
 				return bus.Permanent(err)
 			}
-			written, err := WriteCommand(ctx, r.rdb, cmd, r.cfg.CommandDedupTTL)
+			written, err := r.writeCommand(ctx, cmd)
 			if err != nil {
 				return fmt.Errorf("write command %s to session %s: %w", cmd.ID, cmd.SessionID, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -154,5 +155,34 @@ func TestParseCommand(t *testing.T) {
 			require.NoError(t, err)
 			tt.check(t, c)
 		})
+	}
+}
+
+// TestOutboundRedisDown publishes commands while Redis is down: they are
+// written, once and in order, when it is back.
+func TestOutboundRedisDown(t *testing.T) {
+	e := newEnv(t)
+	srv := e.privateRedis()
+	id := uuid.NewString()
+	e.start("relay-a", nil)
+	srv.Stop()
+	var sent []string
+	for range 5 {
+		env := bus.Envelope{ID: uuid.NewString(), Type: "steering_message", Aggregate: "session", AggregateID: id,
+			OccurredAt: time.Now(), Data: json.RawMessage(`{"content":"hi"}`)}
+		publishCommand(t, e.js, id, env, "")
+		sent = append(sent, env.ID)
+	}
+	time.Sleep(500 * time.Millisecond)
+	srv = testenv.RestartRedis(t, srv)
+	rdb := testenv.RedisClient(t, srv.URL())
+	require.Eventually(t, func() bool {
+		msgs, err := rdb.XRange(context.Background(), relay.CommandsKey(id), "-", "+").Result()
+		return err == nil && len(msgs) >= len(sent)
+	}, wait, 20*time.Millisecond)
+	entries := commandEntries(t, rdb, id)
+	require.Len(t, entries, len(sent))
+	for i, m := range entries {
+		assert.Equal(t, sent[i], m.Values["command_id"])
 	}
 }

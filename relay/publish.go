@@ -35,6 +35,10 @@ type publisher struct {
 	timeout  time.Duration
 	batchMin int
 
+	// single is the moving average time of one message published alone,
+	// batch that of one atomic batch; zero until measured.
+	single, batch time.Duration
+
 	mu   sync.Mutex
 	lost chan struct{} // closed when the connection drops
 }
@@ -88,24 +92,55 @@ func (p *publisher) bound(ctx context.Context) (context.Context, context.CancelF
 }
 
 // publish stores msgs and returns nil once every one of them is stored (or
-// was already). From batchMin messages on, they go out as one atomic batch:
-// all are stored, with a single fsync for the messages, or none. Fewer are
-// published one at a time, each waiting for its ack: the server stages an
-// atomic batch in a store of its own, which costs a few fsyncs more than a
-// handful of single publishes. A batch refused because it holds an event
-// stored before (a resend after a crash) is sent again one event at a time,
-// so the duplicates are dropped by their Nats-Msg-Id. Publishing one at a
-// time stops at the first failure, so it never leaves a gap either.
+// was already). Many messages go out as one atomic batch: all are stored,
+// with a single fsync for the messages, or none. A few are published one at
+// a time, each waiting for its ack (see useBatch). A batch refused because
+// it holds an event stored before (a resend after a crash) is sent again
+// one event at a time, so the duplicates are dropped by their Nats-Msg-Id.
+// Publishing one at a time stops at the first failure, so it never leaves a
+// gap either.
 func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) error {
-	if len(msgs) < max(p.batchMin, 2) {
-		return p.publishEach(ctx, msgs)
+	start := time.Now()
+	if !p.useBatch(len(msgs)) {
+		err := p.publishEach(ctx, msgs)
+		if err == nil {
+			p.single = average(p.single, time.Since(start)/time.Duration(len(msgs)))
+		}
+		return err
 	}
 	err := p.publishBatch(ctx, msgs)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate {
 		return p.publishEach(ctx, msgs)
 	}
+	if err == nil {
+		p.batch = average(p.batch, time.Since(start))
+	}
 	return err
+}
+
+// useBatch decides how to publish n messages. Until both ways were
+// measured, from batchMin messages on a batch is used; then a batch is used
+// once n single publishes would take as long as a batch does. Under a
+// backlog the rounds are full and go out as batches; at a trickle a round
+// holds an event or two and goes out at once, without a batch's fixed cost
+// (the server stages an atomic batch in a store of its own, with fsyncs).
+func (p *publisher) useBatch(n int) bool {
+	switch {
+	case n < 2:
+		return false
+	case p.single == 0 || p.batch == 0:
+		return n >= p.batchMin
+	}
+	return time.Duration(n)*p.single >= p.batch
+}
+
+// average moves the moving average avg a fifth of the way to d.
+func average(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return d
+	}
+	return avg + (d-avg)/5
 }
 
 func (p *publisher) publishEach(ctx context.Context, msgs []*nats.Msg) error {

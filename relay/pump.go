@@ -227,7 +227,8 @@ func (p *pump) round(ctx context.Context) error {
 		return nil
 	}
 	// COUNT applies to each stream: reading all sessions at once with at
-	// most MaxBatch entries in all bounds the memory a round takes.
+	// most MaxBatch entries in all (one per session when there are more)
+	// bounds the memory a round takes.
 	count := min(max(cfg.MaxBatch/len(list), 1), cfg.ReadCount)
 	for reads := 1; ; reads++ {
 		res, err := p.read(ctx, list, count, block)
@@ -239,11 +240,11 @@ func (p *pump) round(ctx context.Context) error {
 		// while the batch has room, so that a few busy sessions among many
 		// idle ones still make full batches.
 		room := cfg.MaxBatch - len(b.msgs)
-		if len(full) == 0 || room < cfg.MaxBatch/4 || reads == 4 {
+		if len(full) == 0 || room < max(cfg.MaxBatch/4, len(full)) || reads == 4 {
 			break
 		}
 		list, block = full, -1
-		count = min(max(room/len(full), 1), cfg.ReadCount)
+		count = min(room/len(full), cfg.ReadCount)
 	}
 	if err := p.ack(ctx, b.acks); err != nil {
 		return err
@@ -310,7 +311,7 @@ func (p *pump) take(res []redis.XStream, list []*session, count int, b *batch) (
 				b.acks[s] = append(b.acks[s], m.ID)
 				continue
 			}
-			msg := newEventMsg(s.id, m.ID, m.Values)
+			msg := newEventMsg(s.id, m.ID, m.Values, int(p.r.js.Conn().MaxPayload()))
 			b.msgs = append(b.msgs, msg)
 			b.refs = append(b.refs, entryRef{s: s, id: m.ID, typ: msg.Header.Get(bus.HeaderType)})
 		}

@@ -71,10 +71,11 @@ type Config struct {
 	// MaxBatch is the most events published as one atomic batch (one fsync);
 	// the server's limit is 1000. Default 1000.
 	MaxBatch int
-	// BatchMin is the fewest events published as an atomic batch; fewer are
-	// published one at a time, each waiting for its ack, which is quicker
-	// for a handful since the server stages an atomic batch on disk.
-	// Default 8.
+	// BatchMin is the fewest events published as an atomic batch until the
+	// relay has measured both ways of publishing; fewer are published one
+	// at a time, each waiting for its ack, which is quicker for a handful
+	// since the server stages an atomic batch on disk. Then the relay picks
+	// the quicker way itself. Default 8.
 	BatchMin int
 	// ReadCount is the most entries read from one session's stream per read.
 	// Default 100.

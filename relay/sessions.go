@@ -79,7 +79,7 @@ func Deactivate(ctx context.Context, kv jetstream.KeyValue, sessionID string) er
 	return setState(ctx, kv, sessionID, StateDraining, false)
 }
 
-func setState(ctx context.Context, kv jetstream.KeyValue, sessionID, state string, create bool) error {
+func setState(ctx context.Context, kv jetstream.KeyValue, sessionID, state string, activate bool) error {
 	if !ValidSessionID(sessionID) {
 		return fmt.Errorf("relay: invalid session id %q", sessionID)
 	}
@@ -87,7 +87,7 @@ func setState(ctx context.Context, kv jetstream.KeyValue, sessionID, state strin
 		entry, err := kv.Get(ctx, sessionID)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if !create {
+			if !activate {
 				return nil
 			}
 			value, _ := json.Marshal(SessionRecord{State: state})
@@ -103,7 +103,7 @@ func setState(ctx context.Context, kv jetstream.KeyValue, sessionID, state strin
 			return fmt.Errorf("relay: set session %s %s: %w", sessionID, state, err)
 		}
 		rec := decodeRecord(entry.Value())
-		if rec.State == state && !create {
+		if rec.State == state && !activate {
 			return nil
 		}
 		rec.State = state

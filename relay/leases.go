@@ -1,0 +1,153 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// claim takes the lease of a session whose record is v.
+func (c *coordinator) claim(ctx context.Context, id string, v *recView) {
+	if !c.r.leaseValid() {
+		return
+	}
+	rec := SessionRecord{State: v.rec.State, Owner: c.owner()}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	rev, err := c.sessions.Update(cctx, id, value, v.rev)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
+			c.r.log.Warn("taking lease failed", "session_id", id, "err", err)
+		}
+		return
+	}
+	if v.rec.Owner != "" {
+		c.r.log.Info("lease taken over", "session_id", id, "from", v.rec.Owner)
+	} else {
+		c.r.log.Info("lease taken", "session_id", id)
+	}
+	v.rec, v.rev = rec, rev
+	delete(c.orphaned, id)
+	c.hold(id, rec.State == StateDraining)
+}
+
+func (c *coordinator) hold(id string, draining bool) {
+	c.r.mu.Lock()
+	c.r.want[id] = &control{draining: draining}
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+func (c *coordinator) drop(id string) {
+	c.r.mu.Lock()
+	delete(c.r.want, id)
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+func (c *coordinator) dropAll() {
+	c.r.mu.Lock()
+	clear(c.r.want)
+	c.r.mu.Unlock()
+	c.releasing = map[string]chan struct{}{}
+	c.r.wakeUp()
+}
+
+// release asks the pump to stop relaying a session, to hand it over.
+func (c *coordinator) release(id string) {
+	ch := make(chan struct{})
+	c.r.mu.Lock()
+	if ctl := c.r.want[id]; ctl != nil && ctl.release == nil {
+		ctl.release = ch
+		c.releasing[id] = ch
+	}
+	c.r.mu.Unlock()
+	c.r.wakeUp()
+}
+
+// finishRelease clears the lease of a session the pump stopped relaying.
+func (c *coordinator) finishRelease(ctx context.Context, id string) {
+	delete(c.releasing, id)
+	c.r.mu.Lock()
+	delete(c.r.want, id)
+	c.r.mu.Unlock()
+	v := c.recs[id]
+	if v == nil || v.rec.Owner != c.owner() {
+		return
+	}
+	rec := SessionRecord{State: v.rec.State}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	if rev, err := c.sessions.Update(cctx, id, value, v.rev); err == nil {
+		v.rec, v.rev = rec, rev
+		c.r.log.Info("lease handed over", "session_id", id)
+	}
+}
+
+// markDraining marks a session draining after the pump relayed its last
+// event (a DrainOn type). If the record changed since, someone activated the
+// session again and it stays active.
+func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, ctl *control) {
+	rec := SessionRecord{State: StateDraining, Owner: v.rec.Owner}
+	value, _ := json.Marshal(rec)
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	rev, err := c.sessions.Update(cctx, id, value, v.rev)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return
+	}
+	c.r.mu.Lock()
+	ctl.ended = false
+	if err == nil {
+		ctl.draining = true
+	}
+	c.r.mu.Unlock()
+	if err == nil {
+		v.rec, v.rev = rec, rev
+		c.r.log.Info("session ended, draining", "session_id", id)
+	}
+}
+
+// finish deletes the record of a drained session and stops relaying it.
+func (c *coordinator) finish(ctx context.Context, id string, v *recView) {
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	if err := c.sessions.Delete(cctx, id, jetstream.LastRevision(v.rev)); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
+			c.r.log.Warn("removing drained session failed", "session_id", id, "err", err)
+		}
+		return
+	}
+	delete(c.recs, id)
+	c.drop(id)
+	c.r.log.Info("session drained", "session_id", id)
+}
+
+// leave hands every held session back and removes the heartbeat, so other
+// relays take over at once. It waits for the pump to stop first.
+func (c *coordinator) leave() {
+	select {
+	case <-c.r.pumpDone:
+	case <-time.After(c.r.cfg.PublishTimeout):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.r.leaseUntil.Store(0)
+	me := c.owner()
+	for id, v := range c.recs {
+		if v.rec.Owner != me {
+			continue
+		}
+		value, _ := json.Marshal(SessionRecord{State: v.rec.State})
+		if _, err := c.sessions.Update(ctx, id, value, v.rev); err != nil {
+			break
+		}
+	}
+	c.hb.leave(ctx)
+	c.dropAll()
+}
