@@ -13,7 +13,8 @@ import (
 
 // longRunning lists every long-running agentbus component: each needs its
 // own service in compose.yaml.
-var longRunning = []string{"relay", "worker-commands", "worker-outbox"}
+var longRunning = []string{"api", "relay", "worker-commands", "worker-outbox", "worker-acl",
+	"worker-sidecar-dispatch", "worker-pool", "worker-delivery", "worker-handoff", "worker-runtime"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()

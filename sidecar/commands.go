@@ -250,11 +250,18 @@ func (r *runner) onAnswer(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch, ok := r.questions[d.ToolUseID]
+	id := d.ToolUseID
+	if id == "" && len(r.questions) == 1 {
+		// The control plane knows the question, not the engine's id for it.
+		for only := range r.questions {
+			id = only
+		}
+	}
+	ch, ok := r.questions[id]
 	if !ok {
 		return fmt.Errorf("no question %s: %w", d.ToolUseID, errNotPending)
 	}
-	delete(r.questions, d.ToolUseID)
+	delete(r.questions, id)
 	ch <- d.Answer
 	return nil
 }

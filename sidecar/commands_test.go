@@ -101,6 +101,17 @@ func TestDuplicateSteeringMessageIsInjectedOnce(t *testing.T) {
 	assert.Equal(t, []string{"m1"}, delivered(t, h))
 }
 
+func TestAnswerWithoutToolUseIDAnswersThePendingQuestion(t *testing.T) {
+	t.Parallel()
+	h := start(t, scriptConfig(t, "question"))
+	ask := h.waitTool("AskUserQuestion")
+	h.send(protocol.CommandAnswerQuestion, protocol.AnswerQuestion{Answer: "SQLite"})
+	res := h.waitResult(ask.ToolUseID)
+	assert.False(t, res.IsError)
+	assert.Contains(t, res.Content, "SQLite")
+	h.waitEnd()
+}
+
 func TestInterruptCutsTheTurnShortAndWaitsForAMessage(t *testing.T) {
 	t.Parallel()
 	h := start(t, scriptConfig(t, "long"))

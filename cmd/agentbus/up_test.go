@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,4 +190,18 @@ func TestWithPoolSize(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 2+9+2, poolSize("commands", "outbox"), "8 handlers and a spare, the outbox's two, two spare")
+}
+
+// TestEveryWorkerHasAComposeService keeps compose.yaml in step with the
+// workers registry: each worker runs as its own service there.
+func TestEveryWorkerHasAComposeService(t *testing.T) {
+	raw, err := os.ReadFile("../../compose.yaml")
+	require.NoError(t, err)
+	for _, name := range workerNames() {
+		want := fmt.Sprintf("command: [\"worker\", %q", name)
+		if name == "relay" {
+			want = `command: ["relay"` // the relay subcommand, with its own flags
+		}
+		assert.True(t, strings.Contains(string(raw), want), "compose.yaml has no service running worker %s", name)
+	}
 }

@@ -96,18 +96,16 @@ type ReloadConfig struct {
 
 // AnswerQuestion is the data of an answer_question command.
 type AnswerQuestion struct {
-	// ToolUseID is the AskUserQuestion tool call being answered.
-	ToolUseID string `json:"tool_use_id"`
+	// ToolUseID is the AskUserQuestion tool call being answered; empty
+	// answers the one question the agent waits on.
+	ToolUseID string `json:"tool_use_id,omitempty"`
 	// Answer is the person's answer.
 	Answer string `json:"answer"`
 }
 
 // Validate reports missing fields.
 func (a AnswerQuestion) Validate() error {
-	switch {
-	case a.ToolUseID == "":
-		return errors.New("tool_use_id is required")
-	case a.Answer == "":
+	if a.Answer == "" {
 		return errors.New("answer is required")
 	}
 	return nil
