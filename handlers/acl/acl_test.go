@@ -186,7 +186,10 @@ func TestUsageUpdatesSumCostAndReplaceTheContextWindow(t *testing.T) {
 func TestSessionEndMapsToOutputOrFailure(t *testing.T) {
 	s := start(t)
 	ok := s.runningSession(t)
-	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.01, "duration_ms": 900, "num_turns": 1, "final": true})
+	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.01, "duration_ms": 900, "num_turns": 1, "final": false})
+	s.eventually(t, ok, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusIdle }, "a turn ends")
+	s.raw(t, ok, "assistant_message", map[string]any{"message_id": "m9", "block_type": "text", "text": "One more thing."})
+	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.02, "duration_ms": 500, "num_turns": 2, "final": true})
 	s.raw(t, ok, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
 	s.eventually(t, ok, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusIdle && x.HasPendingReview() }, "clean end -> Idle with review")
 

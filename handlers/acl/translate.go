@@ -333,7 +333,9 @@ func sessionEnd(ev relay.Event) (translation, error) {
 	if d.Status == "success" {
 		return translation{
 			activity: item(domain.ActivityStatusChange, "Session ended: "+d.Reason, string(ev.Data)),
-			commands: []outgoing{sessionCmd(command.RecordAgentOutput, command.OutputData{})},
+			// The engine may have worked on after its last turn ended:
+			// the session runs again before it records the output.
+			commands: []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordAgentOutput, command.OutputData{})},
 		}, nil
 	}
 	reason := domain.FailureReason(d.FailureReason)
