@@ -90,7 +90,7 @@ type OutboxPublisher struct {
 	// Log receives progress and errors (default slog.Default()).
 	Log *slog.Logger
 
-	init    sync.Once
+	once    sync.Once
 	initErr error
 }
 
@@ -99,7 +99,7 @@ const outboxLockKey = 0x6167656e74627573 // "agentbus"
 
 // setDefaults fills in the defaults once, however many rounds run.
 func (p *OutboxPublisher) setDefaults() error {
-	p.init.Do(func() {
+	p.once.Do(func() {
 		if p.BatchSize <= 0 {
 			p.BatchSize = 1000
 		}

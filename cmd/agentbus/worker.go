@@ -149,7 +149,7 @@ func runWorker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ExitOnError)
 	httpAddr := fs.String("http", envOr("AGENTBUS_WORKER_HTTP", "127.0.0.1:8082"), "listen address of /healthz and /readyz; empty turns them off")
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres, already migrated (default $DATABASE_URL)")
-	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated; streams and consumers are provisioned (default $NATS_URL)")
+	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated, from $NATS_URL; streams and consumers are provisioned")
 	redisURL := fs.String("redis-url", os.Getenv("REDIS_URL"), "Redis, for workers that use it (default $REDIS_URL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: agentbus worker <name> [flags]\n\nworkers:\n")
@@ -176,6 +176,13 @@ func runWorker(ctx context.Context, args []string) error {
 	}
 	log := slog.Default().With("component", "worker", "worker", name)
 
+	switch {
+	case w.needs&needPostgres != 0 && *databaseURL == "":
+		return errors.New("no Postgres: set DATABASE_URL or --database-url")
+	case w.needs&needRedis != 0 && *redisURL == "":
+		return errors.New("no Redis: set REDIS_URL or --redis-url")
+	}
+
 	in := &infra{}
 	defer in.Close()
 	if w.needs&needNATS != 0 {
@@ -184,18 +191,12 @@ func runWorker(ctx context.Context, args []string) error {
 		}
 	}
 	if w.needs&needPostgres != 0 {
-		if *databaseURL == "" {
-			return errors.New("no Postgres: set DATABASE_URL or --database-url")
-		}
 		if err := in.connectPostgres(ctx, withPoolSize(*databaseURL, poolSize(name))); err != nil {
 			return err
 		}
 		in.DatabaseURL = *databaseURL
 	}
 	if w.needs&needRedis != 0 {
-		if *redisURL == "" {
-			return errors.New("no Redis: set REDIS_URL or --redis-url")
-		}
 		if err := in.connectRedis(ctx, *redisURL); err != nil {
 			return err
 		}
