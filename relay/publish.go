@@ -35,10 +35,6 @@ type publisher struct {
 	timeout  time.Duration
 	batchMin int
 
-	// single is the moving average time of one message published alone,
-	// batch that of one atomic batch; zero until measured.
-	single, batch time.Duration
-
 	mu   sync.Mutex
 	lost chan struct{} // closed when the connection drops
 }
@@ -92,60 +88,58 @@ func (p *publisher) bound(ctx context.Context) (context.Context, context.CancelF
 }
 
 // publish stores msgs and returns nil once every one of them is stored (or
-// was already). Many messages go out as one atomic batch: all are stored,
-// with a single fsync for the messages, or none. A few are published one at
-// a time, each waiting for its ack (see useBatch). A batch refused because
-// it holds an event stored before (a resend after a crash) is sent again
-// one event at a time, so the duplicates are dropped by their Nats-Msg-Id.
-// Publishing one at a time stops at the first failure, so it never leaves a
-// gap either.
+// was already). From batchMin messages on they go out as one atomic batch:
+// all are stored, with a single fsync for the messages, or none. Fewer are
+// pipelined one by one (see publishEach): a batch has a fixed cost of
+// several milliseconds (the server stages it in a store of its own), which
+// a trickle of events would pay for every event or two. A batch refused
+// because it holds an event stored before (a resend after a crash) is sent
+// again one event at a time, so the duplicates are dropped by their
+// Nats-Msg-Id.
 func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) error {
-	start := time.Now()
-	if !p.useBatch(len(msgs)) {
-		err := p.publishEach(ctx, msgs)
-		if err == nil {
-			p.single = average(p.single, time.Since(start)/time.Duration(len(msgs)))
-		}
-		return err
+	if len(msgs) < p.batchMin {
+		return p.publishEach(ctx, msgs)
 	}
 	err := p.publishBatch(ctx, msgs)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate {
 		return p.publishEach(ctx, msgs)
 	}
-	if err == nil {
-		p.batch = average(p.batch, time.Since(start))
-	}
 	return err
 }
 
-// useBatch decides how to publish n messages. Until both ways were
-// measured, from batchMin messages on a batch is used; then a batch is used
-// once n single publishes would take as long as a batch does. Under a
-// backlog the rounds are full and go out as batches; at a trickle a round
-// holds an event or two and goes out at once, without a batch's fixed cost
-// (the server stages an atomic batch in a store of its own, with fsyncs).
-func (p *publisher) useBatch(n int) bool {
-	switch {
-	case n < 2:
-		return false
-	case p.single == 0 || p.batch == 0:
-		return n >= p.batchMin
-	}
-	return time.Duration(n)*p.single >= p.batch
-}
-
-// average moves the moving average avg a fifth of the way to d.
-func average(avg, d time.Duration) time.Duration {
-	if avg == 0 {
-		return d
-	}
-	return avg + (d-avg)/5
-}
-
+// publishEach sends msgs all at once, then reads their acks in order. On
+// one connection the server receives them in order, so when the
+// connection drops, what it stored is a prefix. A message the server
+// refuses while later ones are stored would leave a gap: from the first
+// refusal on, the messages are sent again one at a time, each waiting for
+// its ack, and those already stored are dropped as duplicates. That stops
+// at the first failure, so it never leaves a gap either.
 func (p *publisher) publishEach(ctx context.Context, msgs []*nats.Msg) error {
 	ctx, cancel := p.bound(ctx)
 	defer cancel()
+	acks := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := p.js.PublishMsgAsync(m)
+		if err != nil {
+			break
+		}
+		acks = append(acks, f)
+	}
+	for i, f := range acks {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+			return p.publishInTurn(ctx, msgs[i:])
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w", f.Msg().Subject, ctx.Err())
+		}
+	}
+	return p.publishInTurn(ctx, msgs[len(acks):])
+}
+
+// publishInTurn publishes msgs one at a time, each after the previous one's ack.
+func (p *publisher) publishInTurn(ctx context.Context, msgs []*nats.Msg) error {
 	for _, m := range msgs {
 		if _, err := p.js.PublishMsg(ctx, m); err != nil {
 			return fmt.Errorf("publish %s: %w", m.Subject, err)

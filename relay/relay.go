@@ -71,11 +71,11 @@ type Config struct {
 	// MaxBatch is the most events published as one atomic batch (one fsync);
 	// the server's limit is 1000. Default 1000.
 	MaxBatch int
-	// BatchMin is the fewest events published as an atomic batch until the
-	// relay has measured both ways of publishing; fewer are published one
-	// at a time, each waiting for its ack, which is quicker for a handful
-	// since the server stages an atomic batch on disk. Then the relay picks
-	// the quicker way itself. Default 8.
+	// BatchMin is the fewest events of a round published as one atomic
+	// batch; fewer are pipelined one by one. A batch costs a fixed few
+	// milliseconds (the server stages it on disk) and a pipelined event
+	// about one fsync, so the default, 64, keeps a trickle of events off
+	// batches and a backlog on them.
 	BatchMin int
 	// ReadCount is the most entries read from one session's stream per read.
 	// Default 100.
@@ -127,7 +127,7 @@ func (c *Config) setDefaults() {
 		c.MaxBatch = 1000
 	}
 	if c.BatchMin <= 0 {
-		c.BatchMin = 8
+		c.BatchMin = 64
 	}
 	if c.ReadCount <= 0 {
 		c.ReadCount = 100
