@@ -7,7 +7,9 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +43,12 @@ var (
 
 // Main runs the tests and then stops the servers they started.
 func Main(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		// A benchmark prints its name, then its result when done: an info
+		// line in between splits the one from the other.
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
 	code := m.Run()
 	if pgServer != nil {
 		pgServer.Stop()
