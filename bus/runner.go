@@ -130,11 +130,7 @@ func (r *runner) consume(ctx context.Context) error {
 			continue
 		}
 		r.policy.Store(r.policyFrom(cons.CachedInfo()))
-		it, err := cons.Messages(
-			jetstream.PullMaxMessages(r.cfg.BatchSize),
-			jetstream.PullHeartbeat(r.cfg.IdleHeartbeat),
-			jetstream.WithMessagesErrOnMissingHeartbeat(true),
-		)
+		it, err := cons.Messages(r.pullOptions(cons.CachedInfo())...)
 		if err != nil {
 			r.logger.Warn("subscribing failed, retrying", "err", err, "retry_in", retry)
 			continue
@@ -226,6 +222,35 @@ func (r *runner) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, err
 }
 
+// pullOptions are the options of the runner's pull subscription. On a
+// consumer with a pinned priority group, the runner pulls in that group:
+// the server then delivers to one process at a time (the pinned one) and
+// pins another once that one stops pulling for the group's timeout, so
+// the order a key's messages are handled in holds across processes, not
+// only within one. A pull request is renewed well within that timeout, so
+// a pinned process that is idle stays pinned.
+func (r *runner) pullOptions(info *jetstream.ConsumerInfo) []jetstream.PullMessagesOpt {
+	heartbeat := r.cfg.IdleHeartbeat
+	opts := []jetstream.PullMessagesOpt{
+		jetstream.PullMaxMessages(r.cfg.BatchSize),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true),
+	}
+	if info != nil && info.Config.PriorityPolicy == jetstream.PriorityPolicyPinned && len(info.Config.PriorityGroups) > 0 {
+		expiry := max(min(30*time.Second, info.Config.PinnedTTL/3), time.Second)
+		heartbeat = min(heartbeat, expiry/2)
+		opts = append(opts, jetstream.PullPriorityGroup(info.Config.PriorityGroups[0]), jetstream.PullExpiry(expiry))
+	}
+	return append(opts, jetstream.PullHeartbeat(heartbeat))
+}
+
+// orderedGroup is the pinned priority group of the consumers the runner
+// creates for an OrderKey, and orderedTakeover how long a process that
+// stopped pulling stays pinned before another one is.
+const (
+	orderedGroup    = "ordered"
+	orderedTakeover = 30 * time.Second
+)
+
 func (r *runner) consumerConfig() jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       r.cfg.Consumer,
@@ -235,6 +260,11 @@ func (r *runner) consumerConfig() jetstream.ConsumerConfig {
 		AckWait:       r.cfg.AckWait,
 		MaxDeliver:    r.cfg.MaxDeliver + 1,
 		MaxAckPending: r.cfg.MaxAckPending,
+	}
+	if r.cfg.OrderKey != nil {
+		cfg.PriorityGroups = []string{orderedGroup}
+		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cfg.PinnedTTL = orderedTakeover
 	}
 	if len(r.cfg.FilterSubjects) == 1 {
 		cfg.FilterSubject = r.cfg.FilterSubjects[0]

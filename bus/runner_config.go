@@ -48,6 +48,12 @@ type RunnerConfig struct {
 	// in stream order (BySubject keeps each subject in order), while
 	// different keys run concurrently. A failed message is redelivered after
 	// its backoff, so later messages of its key may be handled before it.
+	// Across processes, order holds when the consumer has a pinned priority
+	// group: one process at a time receives messages, and another takes
+	// over once it stops pulling. A consumer created from this config has
+	// one (group "ordered", 30s takeover); a defined consumer says so in
+	// its file (priority_groups, priority_policy "pinned_client",
+	// priority_timeout).
 	OrderKey func(jetstream.Msg) string
 	// BatchSize is how many messages are fetched ahead of the handlers.
 	// A fetched message's ack wait runs while it waits, so keep BatchSize /
