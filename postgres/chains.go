@@ -18,25 +18,22 @@ import (
 // transaction.
 type Chains struct{}
 
+var chainDocs = docRepo[*domain.SessionChain, domain.SessionChainSnapshot]{
+	table:    "chains",
+	snapshot: (*domain.SessionChain).Snapshot,
+	restore:  domain.UnmarshalSessionChainFromDatabase,
+	version:  func(s *domain.SessionChainSnapshot) *int64 { return &s.Version },
+	columns:  chainColumns,
+}
+
 // Add inserts a new chain and writes its events to the outbox.
 func (Chains) Add(ctx context.Context, tx pgx.Tx, c *domain.SessionChain) error {
-	snap := c.Snapshot()
-	snap.Version = 1
-	if err := insertDoc(ctx, tx, "chains", "id", c.ID(), snap, chainColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, 1, c.PopEvents())
+	return chainDocs.add(ctx, tx, c)
 }
 
 // Get loads a chain.
 func (Chains) Get(ctx context.Context, q Querier, id uuid.UUID) (*domain.SessionChain, error) {
-	var snap domain.SessionChainSnapshot
-	version, err := loadDoc(ctx, q, "chains", "id", id, &snap)
-	if err != nil {
-		return nil, err
-	}
-	snap.Version = version
-	return domain.UnmarshalSessionChainFromDatabase(snap)
+	return chainDocs.get(ctx, q, id)
 }
 
 // GetBySession loads the chain that contains sessionID (ErrNotFound when
@@ -72,26 +69,13 @@ SELECT c.doc, c.version
 // Update loads a chain, lets change modify it, and saves it with its
 // events (ErrVersionConflict if it was saved since). An error from change
 // is returned as it is and nothing is saved.
-func (r Chains) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.SessionChain) error) (*domain.SessionChain, error) {
-	c, err := r.Get(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := change(c); err != nil {
-		return nil, err
-	}
-	return c, r.Save(ctx, tx, c)
+func (Chains) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.SessionChain) error) (*domain.SessionChain, error) {
+	return chainDocs.update(ctx, tx, id, change)
 }
 
 // Save writes a loaded chain back with its events.
 func (Chains) Save(ctx context.Context, tx pgx.Tx, c *domain.SessionChain) error {
-	snap := c.Snapshot()
-	loaded := snap.Version
-	snap.Version = loaded + 1
-	if err := saveVersioned(ctx, tx, "chains", "id", c.ID(), loaded, snap, chainColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, loaded+1, c.PopEvents())
+	return chainDocs.save(ctx, tx, c)
 }
 
 func chainColumns(snap domain.SessionChainSnapshot) map[string]any {

@@ -14,51 +14,35 @@ import (
 // and their events commit together.
 type Sessions struct{}
 
+var sessionDocs = docRepo[*domain.AgentSession, domain.AgentSessionSnapshot]{
+	table:    "sessions",
+	snapshot: (*domain.AgentSession).Snapshot,
+	restore:  domain.UnmarshalAgentSessionFromDatabase,
+	version:  func(s *domain.AgentSessionSnapshot) *int64 { return &s.Version },
+	columns:  sessionColumns,
+}
+
 // Add inserts a new session and writes its events to the outbox.
 func (Sessions) Add(ctx context.Context, tx pgx.Tx, s *domain.AgentSession) error {
-	snap := s.Snapshot()
-	snap.Version = 1
-	if err := insertDoc(ctx, tx, "sessions", "id", s.ID(), snap, sessionColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, 1, s.PopEvents())
+	return sessionDocs.add(ctx, tx, s)
 }
 
 // Get loads a session.
 func (Sessions) Get(ctx context.Context, q Querier, id uuid.UUID) (*domain.AgentSession, error) {
-	var snap domain.AgentSessionSnapshot
-	version, err := loadDoc(ctx, q, "sessions", "id", id, &snap)
-	if err != nil {
-		return nil, err
-	}
-	snap.Version = version
-	return domain.UnmarshalAgentSessionFromDatabase(snap)
+	return sessionDocs.get(ctx, q, id)
 }
 
 // Update loads a session, lets change modify it, and saves it with its
 // events, provided nobody saved it since it was loaded
 // (ErrVersionConflict otherwise). An error from change is returned as it is
 // and nothing is saved.
-func (r Sessions) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.AgentSession) error) (*domain.AgentSession, error) {
-	s, err := r.Get(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := change(s); err != nil {
-		return nil, err
-	}
-	return s, r.Save(ctx, tx, s)
+func (Sessions) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.AgentSession) error) (*domain.AgentSession, error) {
+	return sessionDocs.update(ctx, tx, id, change)
 }
 
 // Save writes a loaded session back with its events.
 func (Sessions) Save(ctx context.Context, tx pgx.Tx, s *domain.AgentSession) error {
-	snap := s.Snapshot()
-	loaded := snap.Version
-	snap.Version = loaded + 1
-	if err := saveVersioned(ctx, tx, "sessions", "id", s.ID(), loaded, snap, sessionColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, loaded+1, s.PopEvents())
+	return sessionDocs.save(ctx, tx, s)
 }
 
 func sessionColumns(snap domain.AgentSessionSnapshot) map[string]any {

@@ -13,50 +13,34 @@ import (
 // methods run inside the caller's transaction.
 type Skills struct{}
 
+var skillDocs = docRepo[*domain.AgentSkill, domain.AgentSkillSnapshot]{
+	table:    "skills",
+	snapshot: (*domain.AgentSkill).Snapshot,
+	restore:  domain.UnmarshalAgentSkillFromDatabase,
+	version:  func(s *domain.AgentSkillSnapshot) *int64 { return &s.Version },
+	columns:  skillColumns,
+}
+
 // Add inserts a new skill and writes its events to the outbox.
 func (Skills) Add(ctx context.Context, tx pgx.Tx, s *domain.AgentSkill) error {
-	snap := s.Snapshot()
-	snap.Version = 1
-	if err := insertDoc(ctx, tx, "skills", "id", s.ID(), snap, skillColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, 1, s.PopEvents())
+	return skillDocs.add(ctx, tx, s)
 }
 
 // Get loads a skill.
 func (Skills) Get(ctx context.Context, q Querier, id uuid.UUID) (*domain.AgentSkill, error) {
-	var snap domain.AgentSkillSnapshot
-	version, err := loadDoc(ctx, q, "skills", "id", id, &snap)
-	if err != nil {
-		return nil, err
-	}
-	snap.Version = version
-	return domain.UnmarshalAgentSkillFromDatabase(snap)
+	return skillDocs.get(ctx, q, id)
 }
 
 // Update loads a skill, lets change modify it, and saves it with its
 // events (ErrVersionConflict if it was saved since). An error from change
 // is returned as it is and nothing is saved.
-func (r Skills) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.AgentSkill) error) (*domain.AgentSkill, error) {
-	s, err := r.Get(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := change(s); err != nil {
-		return nil, err
-	}
-	return s, r.Save(ctx, tx, s)
+func (Skills) Update(ctx context.Context, tx pgx.Tx, id uuid.UUID, change func(*domain.AgentSkill) error) (*domain.AgentSkill, error) {
+	return skillDocs.update(ctx, tx, id, change)
 }
 
 // Save writes a loaded skill back with its events.
 func (Skills) Save(ctx context.Context, tx pgx.Tx, s *domain.AgentSkill) error {
-	snap := s.Snapshot()
-	loaded := snap.Version
-	snap.Version = loaded + 1
-	if err := saveVersioned(ctx, tx, "skills", "id", s.ID(), loaded, snap, skillColumns(snap)); err != nil {
-		return err
-	}
-	return writeEvents(ctx, tx, loaded+1, s.PopEvents())
+	return skillDocs.save(ctx, tx, s)
 }
 
 // NameTaken reports whether another skill of owner (not except) is named
