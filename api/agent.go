@@ -30,4 +30,5 @@ func (s *Server) addAgentRoutes(api huma.API) {
 			OutputLineCount: o.OutputLineCount, FilesChanged: o.FilesChanged, TestsAdded: o.TestsAdded,
 			AllTestsPassing: o.AllTestsPassing, CommitSha: o.CommitSha}}, nil)
 	})
+	s.addAgentWorkRoutes(api)
 }

@@ -83,48 +83,9 @@ var seedEndpoints = []string{
 // knownMissing are the seed's endpoints not implemented yet. When one is
 // added, this test fails until it is taken off the list, so the list
 // always says what is left.
-var knownMissing = []string{
-	// Transcript reads: wait for the activity / messages / tool-call / log
-	// read models.
-	"GET /api/agents/sessions/{id}/logs",
-	"GET /api/agents/sessions/{id}/messages",
-	"GET /api/agents/sessions/{id}/tool-calls",
-	"GET /api/agents/sessions/{id}/activity",
-	// Chains, templates and skills: wait for their command handlers and
-	// repositories.
-	"GET /api/agents/chains",
-	"GET /api/agents/chains/{id}",
-	"POST /api/agents/chains/{id}/complete",
-	"POST /api/agents/chains/{id}/cancel",
-	"GET /api/agents/templates",
-	"POST /api/agents/templates",
-	"GET /api/agents/templates/{id}",
-	"PUT /api/agents/templates/{id}",
-	"POST /api/agents/templates/{id}/rules",
-	"DELETE /api/agents/templates/{id}/rules/{ruleId}",
-	"POST /api/agents/templates/{id}/tools",
-	"DELETE /api/agents/templates/{id}/tools/{toolName}",
-	"POST /api/agents/templates/{id}/skills/{skillId}",
-	"DELETE /api/agents/templates/{id}/skills/{skillId}",
-	"POST /api/agents/templates/{id}/deactivate",
-	"POST /api/agents/templates/{id}/activate",
-	"GET /api/agents/skills",
-	"POST /api/agents/skills",
-	"GET /api/agents/skills/{id}",
-	"PUT /api/agents/skills/{id}",
-	"POST /api/agents/skills/{id}/deactivate",
-	"POST /api/agents/skills/{id}/activate",
-	"GET /api/agents/skills/{id}/memory-pills",
-	"DELETE /api/agents/skills/{id}/memory-pills/{pillId}",
-	"POST /api/agents/skills/{id}/consolidate",
-	// Agent API: wait for their commands.
-	"POST /api/agent/tasks",
-	"POST /api/agent/sessions/{id}/log",
-	"POST /api/agent/sessions/{id}/handoff",
-	"POST /api/agent/skills/{skillId}/memory-pills",
-}
+var knownMissing = []string{}
 
-// beyondSeed are endpoints the issue asks for besides section 8.9: tool
+// beyondSeed are endpoints served besides section 8.9: tool
 // permissions, the budget, and the live streams (SSE instead of the seed's
 // WebSocket hub).
 var beyondSeed = []string{

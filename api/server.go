@@ -126,6 +126,10 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addQueueRoutes(api)
 	s.addPoolRoutes(api)
 	s.addAgentRoutes(api)
+	s.addTranscriptRoutes(api)
+	s.addChainRoutes(api)
+	s.addTemplateRoutes(api)
+	s.addSkillRoutes(api)
 }
 
 // ServeHTTP serves the API. A request that matches no route (404, 405)

@@ -50,6 +50,7 @@ const (
 	UpdateMetrics             = "update_metrics"
 	RequestPermission         = "request_permission"
 	ExpireTimeouts            = "expire_timeouts"
+	RecordAutoContinuation    = "record_auto_continuation"
 	AllocateSession           = "allocate_session"
 )
 

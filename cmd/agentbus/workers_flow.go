@@ -9,6 +9,7 @@ import (
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/handlers/acl"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
+	"github.com/agentbus/agentbus/handlers/projections"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
@@ -27,6 +28,14 @@ func init() {
 				return err
 			}
 			return acl.New(in.Pool, client).Run(ctx, in.JS)
+		},
+	}
+	workers["transcript"] = worker{
+		summary: "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 5 },
+		run: func(ctx context.Context, in *infra) error {
+			return projections.NewTranscript(in.Pool).Run(ctx, in.JS)
 		},
 	}
 	workers["sidecar-dispatch"] = worker{
@@ -69,6 +78,38 @@ func init() {
 			return reactions.Handoff{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		},
 	}
+	workers["notify"] = worker{
+		summary: "turn completions, failures, budget and context alerts into notifications for the owner",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		run: func(ctx context.Context, in *infra) error {
+			return reactions.Notify{JS: in.JS, DB: in.Pool}.Run(ctx)
+		},
+	}
+	workers["timeouts"] = worker{
+		summary: "expire unanswered questions, undecided tool permissions and pauses held too long",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		run: func(ctx context.Context, in *infra) error {
+			client, err := commandClient(in)
+			if err != nil {
+				return err
+			}
+			return reactions.Timeouts{DB: in.Pool, Client: client}.Run(ctx)
+		},
+	}
+	workers["autocontinue"] = worker{
+		summary: "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 4 },
+		run: func(ctx context.Context, in *infra) error {
+			client, err := commandClient(in)
+			if err != nil {
+				return err
+			}
+			return reactions.AutoContinue{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
+		},
+	}
 	workers["relay"] = worker{
 		summary: "bridge each session's Redis streams and JetStream",
 		needs:   needNATS | needRedis,
@@ -101,16 +142,31 @@ func init() {
 	}
 }
 
-// commandClient returns the process's one command client, made on first use.
+// commandClient returns the command client of in, made on first use and
+// shared by the workers running on in. It is kept per infra and closed
+// with it: an infra opened later in the process (up started again) must
+// not get a client of a connection that is closed.
 func commandClient(in *infra) (*agentcmd.Client, error) {
-	clientOnce.Do(func() {
-		sharedClient, clientErr = agentcmd.NewClient(in.NC, in.JS, cmdhandlers.Results{Pool: in.Pool})
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c, ok := clients[in]; ok {
+		return c, nil
+	}
+	c, err := agentcmd.NewClient(in.NC, in.JS, cmdhandlers.Results{Pool: in.Pool})
+	if err != nil {
+		return nil, err
+	}
+	clients[in] = c
+	in.onClose(func() {
+		clientsMu.Lock()
+		delete(clients, in)
+		clientsMu.Unlock()
+		_ = c.Close()
 	})
-	return sharedClient, clientErr
+	return c, nil
 }
 
 var (
-	clientOnce   sync.Once
-	sharedClient *agentcmd.Client
-	clientErr    error
+	clientsMu sync.Mutex
+	clients   = map[*infra]*agentcmd.Client{}
 )

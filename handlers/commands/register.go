@@ -20,4 +20,6 @@ func Register(d *Dispatcher, now Clock, pool domain.SessionPool) {
 	registerChain(d, now)
 	registerSkill(d, now)
 	registerTemplate(d, now)
+	registerSessionLog(d, now)
+	registerAgent(d, now)
 }

@@ -93,6 +93,7 @@ func registerSession(d *Dispatcher, now Clock) {
 		command.RecordTurnCompleted:    (*domain.AgentSession).RecordTurnCompleted,
 		command.RecordContextExhausted: (*domain.AgentSession).RecordContextExhausted,
 		command.ExpireTimeouts:         (*domain.AgentSession).ExpireTimeouts,
+		command.RecordAutoContinuation: (*domain.AgentSession).RecordAutoContinuation,
 	}
 	for name, op := range simple {
 		d.Register(domain.AggregateSession, name, onSession(now, func(s *domain.AgentSession, _ none, at time.Time) error {

@@ -114,11 +114,10 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)
 		}
-		behavior := protocol.BehaviorDeny
-		if e.Behavior == domain.TimeoutAllow {
-			behavior = protocol.BehaviorAllow
+		if e.Behavior != domain.TimeoutFail {
+			return nil // the tool_permission_granted or _denied that follows answers the sidecar
 		}
-		return send(protocol.CommandPermissionResponse, protocol.PermissionResponse{RequestID: e.RequestID, Behavior: behavior,
+		return send(protocol.CommandPermissionResponse, protocol.PermissionResponse{RequestID: e.RequestID, Behavior: protocol.BehaviorDeny,
 			Message: "no decision within the permission timeout"})
 	}
 	return nil

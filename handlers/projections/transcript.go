@@ -1,0 +1,119 @@
+// Package projections builds read models from the bus. The transcript
+// worker reads each session's raw sidecar events from
+// AGENTS_SIDECAR_EVENTS and writes the session's transcript: its messages,
+// its tool calls with their results, its subagents and its log.
+//
+// Every row is keyed by the stream sequence of the raw event it came from
+// (or an id derived from it), so a redelivered event changes nothing and
+// replaying the stream from its start rebuilds the same rows.
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/relay"
+)
+
+// Consumer is the durable consumer of the transcript worker. Renaming it
+// makes JetStream replay every raw event to the worker: keep it stable.
+const Consumer = "transcript"
+
+// idNamespace derives the ids of transcript rows from what they came from.
+var idNamespace = uuid.MustParse("c0a8f7e2-3b41-4d5e-9f6a-7b8c9d0e1f2a")
+
+// Transcript projects raw sidecar events into the transcript tables.
+type Transcript struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// NewTranscript returns the transcript worker writing to pool.
+func NewTranscript(pool *pgxpool.Pool) *Transcript {
+	return &Transcript{pool: pool, log: slog.Default().With("component", "transcript")}
+}
+
+// Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
+// are projected one at a time, in order (a tool result finds its call);
+// sessions run concurrently.
+func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
+	return bus.Run(ctx, js, bus.RunnerConfig{
+		Stream:      bus.StreamSidecarEvents,
+		Consumer:    Consumer,
+		Handler:     w.Handle,
+		Concurrency: 4,
+		OrderKey:    sessionOf,
+	})
+}
+
+// sessionOf returns the session token of agents.sidecar.<id>.events.<type>.
+func sessionOf(m jetstream.Msg) string {
+	parts := strings.SplitN(m.Subject(), ".", 4)
+	if len(parts) < 3 {
+		return m.Subject()
+	}
+	return parts[2]
+}
+
+// event is one raw event as the projection sees it.
+type event struct {
+	session uuid.UUID
+	seq     int64
+	at      time.Time
+	typ     string
+	data    json.RawMessage
+}
+
+// id derives the id of a row from the raw event it comes from.
+func (e event) id(kind string) uuid.UUID {
+	return uuid.NewSHA1(idNamespace, []byte(e.session.String()+"/"+kind+"/"+itoa(e.seq)))
+}
+
+// Handle projects one raw event. An event it cannot read is acknowledged
+// and skipped: the acl worker already records and dead-letters it, and a
+// transcript must not stall on it. Only a database failure is retried.
+func (w *Transcript) Handle(ctx context.Context, m jetstream.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return err
+	}
+	var raw relay.Event
+	if err := json.Unmarshal(m.Data(), &raw); err != nil {
+		w.log.Debug("raw event skipped", "subject", m.Subject(), "error", err)
+		return nil
+	}
+	sessionID, err := uuid.Parse(raw.SessionID)
+	if err != nil || raw.Type == relay.TypeInvalid || len(raw.Data) == 0 {
+		return nil
+	}
+	ev := event{session: sessionID, seq: int64(meta.Sequence.Stream), typ: raw.Type, data: raw.Data,
+		at: time.UnixMilli(raw.TS).UTC()}
+	if raw.TS == 0 {
+		ev.at = meta.Timestamp.UTC()
+	}
+	writes, err := project(ev)
+	if err != nil {
+		w.log.Debug("raw event skipped", "subject", m.Subject(), "error", err)
+		return nil
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		for _, write := range writes {
+			if err := write(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

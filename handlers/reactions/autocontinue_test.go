@@ -1,0 +1,158 @@
+package reactions_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/handlers/reactions"
+	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// startAutoContinued starts a running session in dir that validates its
+// work after each turn.
+func (f *flow) startAutoContinued(t *testing.T, dir string, cfg domain.AutoContinueConfig) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	f.do(t, domain.AggregateSession, command.StartSession, id, command.StartSessionData{
+		WorkingDirectory: dir, Objective: "Make the build pass", BudgetCapUsd: domain.Dollars(10), AutoContinue: &cfg})
+	f.waitStatus(t, id, domain.StatusRunning)
+	return id
+}
+
+func (f *flow) endTurn(t *testing.T, id uuid.UUID, n int) {
+	t.Helper()
+	f.raw(t, id, "turn_completed", protocol.TurnCompleted{CostUSD: 0.1, TotalCostUSD: 0.1 * float64(n), DurationMS: 1000, NumTurns: n})
+	f.waitStatus(t, id, domain.StatusIdle)
+}
+
+func (f *flow) steering(t *testing.T, id uuid.UUID, n int) protocol.SteeringMessage {
+	t.Helper()
+	got := f.waitSidecarCommand(t, id, protocol.CommandSteeringMessage, n)
+	var m protocol.SteeringMessage
+	require.NoError(t, json.Unmarshal(got[n-1], &m))
+	return m
+}
+
+// lastEventMsg reads the session's last event of one type from the
+// stream, as a consumer would receive it.
+func (f *flow) lastEventMsg(t *testing.T, id uuid.UUID, typ string) jetstream.Msg {
+	t.Helper()
+	cons, err := f.js.OrderedConsumer(context.Background(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{bus.EventSubject(domain.AggregateSession, id.String(), typ)},
+		DeliverPolicy:  jetstream.DeliverLastPolicy})
+	require.NoError(t, err)
+	m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	require.NoError(t, err)
+	return m
+}
+
+func (f *flow) continuations(t *testing.T, id uuid.UUID) int {
+	t.Helper()
+	s, err := postgres.Sessions{}.Get(context.Background(), f.pool, id)
+	require.NoError(t, err)
+	return s.AutoContinue().CurrentContinuationCount
+}
+
+func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.T) {
+	f := startFlow(t, 0)
+	auto := reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}
+	f.also(t, auto.Run)
+	id := f.startAutoContinued(t, t.TempDir(), domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 2,
+		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: `echo "--- FAIL: TestBuild"; exit 1`}}})
+
+	for n := 1; n <= 2; n++ {
+		f.endTurn(t, id, n)
+		m := f.steering(t, id, n)
+		assert.Contains(t, m.Content, "Validation failed: CustomCommand")
+		assert.Contains(t, m.Content, "--- FAIL: TestBuild", "the agent sees what failed")
+		assert.Contains(t, m.Content, "Continue working.")
+		assert.Equal(t, n, f.continuations(t, id))
+		q, err := postgres.Queues{}.Get(context.Background(), f.pool, id, f.owner)
+		require.NoError(t, err)
+		require.Len(t, q.Messages(), n)
+		assert.Equal(t, domain.MessageFromSystem, q.Messages()[n-1].Source)
+		if n == 1 {
+			// A redelivered turn end repeats the same continuation.
+			require.NoError(t, auto.Handle(context.Background(), f.lastEventMsg(t, id, "agent_session_turn_completed")))
+			assert.Equal(t, 1, f.continuations(t, id))
+			q, err := postgres.Queues{}.Get(context.Background(), f.pool, id, f.owner)
+			require.NoError(t, err)
+			assert.Len(t, q.Messages(), 1)
+		}
+
+		f.raw(t, id, "message_delivered", map[string]any{"message_id": m.MessageID, "priority": m.Priority})
+		f.waitStatus(t, id, domain.StatusRunning)
+	}
+
+	f.endTurn(t, id, 3)
+	_, note := waitNotification(t, f.js, f.owner, reactions.NotifyAutoContinueStopped)
+	assert.Equal(t, id.String(), note.SessionID)
+	assert.Contains(t, note.Message, "after 2 automatic continuations")
+	assert.Contains(t, note.Message, "--- FAIL: TestBuild")
+	settled(t, f.js, reactions.AutoContinueConsumer)
+	assert.Len(t, f.sidecarCommands(t, id, protocol.CommandSteeringMessage), 2, "the loop stops at MaxContinuations")
+	assert.Equal(t, 2, f.continuations(t, id))
+	assert.Equal(t, domain.StatusIdle, f.status(t, id), "the session waits for its owner")
+	assert.Equal(t, 1, notificationCount(t, f.js, f.owner, reactions.NotifyAutoContinueStopped))
+}
+
+func TestPassingOrDisabledValidationEnqueuesNothing(t *testing.T) {
+	f := startFlow(t, 0)
+	f.also(t, reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}.Run)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "built"), nil, 0o644))
+	passing := f.startAutoContinued(t, dir, domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 3,
+		ValidationCriteria: []domain.ValidationCriterion{
+			{Type: domain.ValidationCustomCommand, CustomCommand: "test -f built"}, // run in the working directory
+			{Type: domain.ValidationCustomCommand, CustomCommand: "true"},
+		}})
+	disabled := f.startAutoContinued(t, dir, domain.AutoContinueConfig{IsEnabled: false, MaxContinuations: 3,
+		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: "false"}}})
+
+	f.endTurn(t, passing, 1)
+	f.endTurn(t, disabled, 1)
+	f.waitEvents(t, passing, "agent_session_turn_completed", 1)
+	f.waitEvents(t, disabled, "agent_session_turn_completed", 1)
+	settled(t, f.js, reactions.AutoContinueConsumer)
+	for _, id := range []uuid.UUID{passing, disabled} {
+		assert.Empty(t, f.sidecarCommands(t, id, protocol.CommandSteeringMessage))
+		assert.Zero(t, f.continuations(t, id))
+		assert.Equal(t, domain.StatusIdle, f.status(t, id))
+	}
+	assert.Zero(t, notificationCount(t, f.js, f.owner, reactions.NotifyAutoContinueStopped))
+}
+
+func TestCoverageBelowThresholdAndSlowChecksFailTheValidation(t *testing.T) {
+	f := startFlow(t, 0)
+	f.also(t, reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client, Timeout: 500 * time.Millisecond,
+		Commands: map[domain.ValidationType]string{
+			domain.ValidationCoverageThreshold: `echo "ok  pkg/a  coverage: 91.0% of statements"; echo "total: (statements) 42.5%"`,
+			domain.ValidationTestsPassing:      "sleep 30",
+		}}.Run)
+	threshold := 80.0
+	id := f.startAutoContinued(t, t.TempDir(), domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 1,
+		ValidationCriteria: []domain.ValidationCriterion{
+			{Type: domain.ValidationCoverageThreshold, Threshold: &threshold},
+			{Type: domain.ValidationTestsPassing},
+		}})
+
+	// The last turn ends with the output: it is validated too.
+	f.raw(t, id, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
+	m := f.steering(t, id, 1)
+	assert.Contains(t, m.Content, "coverage is 42.5%, below the required 80%")
+	assert.Contains(t, m.Content, "TestsPassing: `sleep 30` did not finish within 500ms")
+	assert.Equal(t, 1, f.continuations(t, id))
+}
