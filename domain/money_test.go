@@ -72,8 +72,8 @@ func TestEnumsAndHelpers(t *testing.T) {
 	assert.ElementsMatch(t, []domain.Operation{domain.OpRequestResume, domain.OpRequestCancel, domain.OpExpirePause,
 		domain.OpRecordFailure, domain.OpRecordLogChunk, domain.OpConfirmReloaded, domain.OpUpdateMetrics, domain.OpRaiseBudget,
 		domain.OpAssignToChain, domain.OpRecordAgentMessage, domain.OpRecordToolCall, domain.OpRecordToolCallResult,
-		domain.OpStartSubAgent, domain.OpCompleteSubAgent, domain.OpFailSubAgent}, domain.AllowedOperations(domain.StatusPaused))
-	assert.Len(t, domain.SessionOperations(), 50)
+		domain.OpStartSubAgent, domain.OpCompleteSubAgent, domain.OpFailSubAgent, domain.OpIssueSidecarKey}, domain.AllowedOperations(domain.StatusPaused))
+	assert.Len(t, domain.SessionOperations(), 51)
 
 	threshold := 101.0
 	for name, c := range map[string]domain.AutoContinueConfig{

@@ -44,6 +44,7 @@ type AgentSession struct {
 	taskList         *SessionTaskList
 	plan             *SessionPlan
 	apiKeyHash       string
+	sidecarKeyHash   string
 	output           *SessionOutput
 	failure          *Failure
 	retryCount       int

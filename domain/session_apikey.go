@@ -33,6 +33,33 @@ func (s *AgentSession) GenerateAPIKey(entropy io.Reader) (string, error) {
 	if err := s.allow(OpGenerateAPIKey); err != nil {
 		return "", err
 	}
+	key, err := newAPIKey(entropy)
+	if err != nil {
+		return "", err
+	}
+	s.apiKeyHash = HashAPIKey(key)
+	return key, nil
+}
+
+// IssueSidecarKey creates a second agent API key of the session, for the
+// sidecar a runtime starts for it: the key GenerateAPIKey made went to
+// whoever started the session, once, and never travels over the bus. It
+// is allowed while the session has a sidecar. Each call replaces the
+// previous sidecar key (a sidecar started again gets a new one); the
+// session's own key stays valid.
+func (s *AgentSession) IssueSidecarKey(entropy io.Reader) (string, error) {
+	if err := s.allow(OpIssueSidecarKey); err != nil {
+		return "", err
+	}
+	key, err := newAPIKey(entropy)
+	if err != nil {
+		return "", err
+	}
+	s.sidecarKeyHash = HashAPIKey(key)
+	return key, nil
+}
+
+func newAPIKey(entropy io.Reader) (string, error) {
 	if entropy == nil {
 		return "", invalid("entropy", "a random source is required")
 	}
@@ -40,16 +67,17 @@ func (s *AgentSession) GenerateAPIKey(entropy io.Reader) (string, error) {
 	if _, err := io.ReadFull(entropy, buf); err != nil {
 		return "", fmt.Errorf("generate api key: %w", err)
 	}
-	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(buf)
-	s.apiKeyHash = HashAPIKey(key)
-	return key, nil
+	return APIKeyPrefix + base64.RawURLEncoding.EncodeToString(buf), nil
 }
 
 // VerifyAPIKey reports, in constant time, whether plaintext is the
-// session's key.
+// session's key or its sidecar's.
 func (s *AgentSession) VerifyAPIKey(plaintext string) bool {
-	if s.apiKeyHash == "" || !strings.HasPrefix(plaintext, APIKeyPrefix) {
+	if !strings.HasPrefix(plaintext, APIKeyPrefix) {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(HashAPIKey(plaintext)), []byte(s.apiKeyHash)) == 1
+	hash := []byte(HashAPIKey(plaintext))
+	own := s.apiKeyHash != "" && subtle.ConstantTimeCompare(hash, []byte(s.apiKeyHash)) == 1
+	sidecar := s.sidecarKeyHash != "" && subtle.ConstantTimeCompare(hash, []byte(s.sidecarKeyHash)) == 1
+	return own || sidecar
 }

@@ -75,6 +75,10 @@ func (s *AgentSession) Plan() *SessionPlan {
 // APIKeyHash returns the hex SHA-256 of the session's API key, or "".
 func (s *AgentSession) APIKeyHash() string { return s.apiKeyHash }
 
+// SidecarKeyHash returns the hex SHA-256 of the key of the session's
+// current sidecar, or "".
+func (s *AgentSession) SidecarKeyHash() string { return s.sidecarKeyHash }
+
 // Output returns what the last delivering turn produced, or nil.
 func (s *AgentSession) Output() *SessionOutput { return clonePtr(s.output) }
 

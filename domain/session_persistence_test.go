@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"crypto/rand"
 	"strings"
 	"testing"
 
@@ -34,6 +35,39 @@ func TestAPIKey(t *testing.T) {
 	_, err = s.GenerateAPIKey(entropy())
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "the hash is immutable once started")
 	assert.True(t, s.VerifyAPIKey(key))
+}
+
+func TestSidecarKey(t *testing.T) {
+	t.Parallel()
+	s, err := domain.NewAgentSession(newSessionParams())
+	require.NoError(t, err)
+	own, err := s.GenerateAPIKey(entropy())
+	require.NoError(t, err)
+	_, err = s.IssueSidecarKey(rand.Reader)
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a Queued session has no sidecar yet")
+
+	require.NoError(t, s.Start(t0))
+	first, err := s.IssueSidecarKey(rand.Reader)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(first, domain.APIKeyPrefix))
+	assert.Equal(t, domain.HashAPIKey(first), s.SidecarKeyHash(), "only the SHA-256 is kept")
+	assert.NotEqual(t, own, first)
+	assert.True(t, s.VerifyAPIKey(first))
+	assert.True(t, s.VerifyAPIKey(own), "the session's own key stays valid")
+
+	second, err := s.IssueSidecarKey(rand.Reader)
+	require.NoError(t, err)
+	assert.True(t, s.VerifyAPIKey(second))
+	assert.False(t, s.VerifyAPIKey(first), "a new sidecar key replaces the previous one")
+	assert.True(t, s.VerifyAPIKey(own))
+	assert.Equal(t, s.SidecarKeyHash(), load(t, s.Snapshot()).SidecarKeyHash(), "the hash survives a save")
+
+	_, err = s.IssueSidecarKey(nil)
+	require.ErrorIs(t, err, domain.ErrValidation)
+	require.NoError(t, s.RequestCancel(t0))
+	require.NoError(t, s.ConfirmCancelled(t0))
+	_, err = s.IssueSidecarKey(rand.Reader)
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "an ended session gets no sidecar")
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {

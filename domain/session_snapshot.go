@@ -29,6 +29,7 @@ type AgentSessionSnapshot struct {
 	TaskList          *SessionTaskList    `json:"taskList,omitempty"`
 	Plan              *SessionPlan        `json:"plan,omitempty"`
 	APIKeyHash        string              `json:"apiKeyHash,omitempty"`
+	SidecarKeyHash    string              `json:"sidecarKeyHash,omitempty"`
 	Output            *SessionOutput      `json:"output,omitempty"`
 	Failure           *Failure            `json:"failure,omitempty"`
 	RetryCount        int                 `json:"retryCount"`
@@ -55,7 +56,7 @@ func (s *AgentSession) Snapshot() AgentSessionSnapshot {
 		EnabledSkillIDs: s.EnabledSkillIDs(), Status: s.status, HasPendingReview: s.hasPendingReview,
 		ExecutionMode: s.executionMode, Budget: s.budget, Metrics: s.Metrics(),
 		AutoContinue: s.AutoContinue(), TaskList: s.TaskList(), Plan: s.Plan(),
-		APIKeyHash: s.apiKeyHash, Output: s.Output(), Failure: s.Failure(),
+		APIKeyHash: s.apiKeyHash, SidecarKeyHash: s.sidecarKeyHash, Output: s.Output(), Failure: s.Failure(),
 		RetryCount: s.retryCount, RetryInstruction: s.retryInstruction,
 		ToolApproval: s.ToolApproval(), Timeouts: s.timeouts,
 		PendingQuestion: s.PendingQuestion(), PendingPermission: s.PendingPermission(),
@@ -110,7 +111,7 @@ func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession
 		enabledSkillIDs: cloneIDs(snap.EnabledSkillIDs), status: snap.Status, hasPendingReview: snap.HasPendingReview,
 		executionMode: snap.ExecutionMode, budget: snap.Budget, metrics: snap.Metrics.clone(),
 		autoContinue: cloneAutoContinue(snap.AutoContinue),
-		apiKeyHash:   snap.APIKeyHash, output: clonePtr(snap.Output), failure: clonePtr(snap.Failure),
+		apiKeyHash:   snap.APIKeyHash, sidecarKeyHash: snap.SidecarKeyHash, output: clonePtr(snap.Output), failure: clonePtr(snap.Failure),
 		retryCount: snap.RetryCount, retryInstruction: snap.RetryInstruction,
 		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts,
 		permission: clonePtr(snap.PendingPermission), pausedAt: clonePtr(snap.PausedAt),

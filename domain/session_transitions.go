@@ -9,6 +9,7 @@ type Operation string
 // The operations of an AgentSession. Each is the method of the same name.
 const (
 	OpGenerateAPIKey             Operation = "GenerateApiKey"
+	OpIssueSidecarKey            Operation = "IssueSidecarKey"
 	OpStart                      Operation = "Start"
 	OpBeginTurn                  Operation = "BeginTurn"
 	OpRecordOutput               Operation = "RecordOutput"
@@ -138,6 +139,7 @@ func init() {
 
 	// Start and turns.
 	stay(OpGenerateAPIKey, one(StatusQueued), CaseNone)
+	stay(OpIssueSidecarKey, live, CaseNone)
 	move(OpStart, one(StatusQueued), StatusRunning, CaseNone)
 	move(OpBeginTurn, one(StatusIdle, StatusInterrupted), StatusRunning, CaseNone)
 	move(OpRecordOutput, one(StatusRunning), StatusIdle, CaseNone)

@@ -54,6 +54,10 @@ func invocations() []invocation {
 			_, err := s.GenerateAPIKey(entropy())
 			return err
 		}},
+		{domain.OpIssueSidecarKey, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			_, err := s.IssueSidecarKey(entropy())
+			return err
+		}},
 		{domain.OpStart, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.Start(now) }},
 		{domain.OpBeginTurn, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.BeginTurn(now) }},
 		{domain.OpRecordOutput, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {

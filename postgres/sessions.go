@@ -54,10 +54,15 @@ func sessionColumns(snap domain.AgentSessionSnapshot) map[string]any {
 		"created_at":  snap.CreatedAt,
 		"updated_at":  snap.UpdatedAt,
 	}
-	if snap.APIKeyHash != "" {
-		cols["api_key_hash"] = snap.APIKeyHash
-	} else {
-		cols["api_key_hash"] = nil
-	}
+	cols["api_key_hash"] = nullIfEmpty(snap.APIKeyHash)
+	cols["sidecar_key_hash"] = nullIfEmpty(snap.SidecarKeyHash)
 	return cols
+}
+
+// nullIfEmpty stores "" as NULL, which a UNIQUE column holds any number of.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

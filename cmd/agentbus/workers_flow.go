@@ -137,7 +137,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return reactions.Runtime{JS: in.JS, DB: in.Pool, Launcher: l, Engine: os.Getenv("AGENTBUS_ENGINE")}.Run(ctx)
+			client, err := commandClient(in)
+			if err != nil {
+				return err
+			}
+			return reactions.Runtime{JS: in.JS, DB: in.Pool, Launcher: l, Client: client, Engine: os.Getenv("AGENTBUS_ENGINE")}.Run(ctx)
 		},
 	}
 }

@@ -14,6 +14,7 @@ func Register(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		now = time.Now
 	}
 	registerSession(d, now)
+	registerSidecarKey(d)
 	registerSessionSkills(d, now)
 	registerQueue(d, now)
 	registerPool(d, now, pool)

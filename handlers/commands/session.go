@@ -62,11 +62,11 @@ func checkOwner(cmd command.Command, owner, what string) error {
 }
 
 // SessionState is the summary a session command returns once it saved
-// the session: its state without the API key hash, at the version the
+// the session: its state without the API key hashes, at the version the
 // save stored (one more than the version it was loaded at).
 func SessionState(s *domain.AgentSession) domain.AgentSessionSnapshot {
 	snap := s.Snapshot()
-	snap.APIKeyHash = ""
+	snap.APIKeyHash, snap.SidecarKeyHash = "", ""
 	snap.Version++
 	return snap
 }

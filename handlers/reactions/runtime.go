@@ -2,13 +2,17 @@ package reactions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/relay"
@@ -29,6 +33,8 @@ type Runtime struct {
 	JS       jetstream.JetStream
 	DB       *pgxpool.Pool
 	Launcher *launcher.Launcher
+	// Client issues each sidecar its agent API key (IssueSidecarKey).
+	Client *command.Client
 	// Engine is the sidecar engine: script (default) or claude.
 	Engine string
 }
@@ -79,8 +85,37 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	if _, running := r.Launcher.PID(id.String()); running {
 		return nil // a redelivered allocation
 	}
-	_, err = r.Launcher.StartSession(ctx, sidecarConfig(s, r.Engine), "")
+	key, err := r.sidecarKey(ctx, id)
+	if err != nil || key == "" {
+		return err
+	}
+	_, err = r.Launcher.StartSession(ctx, sidecarConfig(s, r.Engine), key)
 	return err
+}
+
+// sidecarKey issues a new agent API key for the sidecar about to start,
+// or returns "" when the session ended meanwhile. A fresh command id each
+// time: the key is only in the live reply, and a sidecar started again
+// gets a new key, which retires the old one.
+func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
+	cmd, err := command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", nil)
+	if err != nil {
+		return "", bus.Permanent(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := r.Client.Do(ctx, cmd)
+	if err != nil {
+		return "", fmt.Errorf("issue sidecar key of %s: %w", id, err)
+	}
+	if res.Err() != nil {
+		return "", nil
+	}
+	var out command.IssueSidecarKeyResult
+	if err := json.Unmarshal(res.State, &out); err != nil || out.APIKey == "" {
+		return "", fmt.Errorf("issue sidecar key of %s: no key in the reply", id)
+	}
+	return out.APIKey, nil
 }
 
 // sidecarConfig composes what the sidecar of s needs to know.
