@@ -261,6 +261,30 @@ func TestE2E(t *testing.T) {
 			"tool_permission_requested", "tool_permission_granted", "tool_permission_requested", "tool_permission_denied")
 	})
 
+	t.Run("ToolPermissionTimedOut", func(t *testing.T) {
+		owner := s.owner()
+		id := s.startSession(t, owner, agentcmd.StartSessionData{
+			ToolApproval: &domain.ToolApprovalPolicy{Mode: domain.ApprovalAll, Timeout: time.Second, OnTimeout: domain.TimeoutDeny}})
+		s.waitStatus(t, id, domain.StatusRunning)
+		sc := s.sidecar(id)
+		sc.waitStarted(t)
+		sc.toolUse(t, "toolu_r3", "Bash", map[string]any{"command": "make deploy"})
+		sc.send(t, protocol.EventPermissionRequest, map[string]any{"request_id": "r3", "tool_use_id": "toolu_r3",
+			"tool_name": "Bash", "input": map[string]any{"command": "make deploy"}, "timeout_ms": 1000})
+		s.waitStatus(t, id, domain.StatusWaitingForApproval)
+
+		// Nobody answers: the timeouts worker expires the request and the
+		// policy denies it, once.
+		got := sc.waitCommand(t, protocol.CommandPermissionResponse, 1)
+		var r protocol.PermissionResponse
+		require.NoError(t, json.Unmarshal(got[0].Data, &r))
+		assert.Equal(t, "r3", r.RequestID)
+		assert.Equal(t, protocol.BehaviorDeny, r.Behavior)
+		after := s.waitStatus(t, id, domain.StatusRunning)
+		assert.Nil(t, after.PendingPermission())
+		assertInOrder(t, s.events(t, domain.AggregateSession, id), "tool_permission_requested", "tool_permission_timed_out")
+	})
+
 	t.Run("BudgetWarningThenAutoPause", func(t *testing.T) {
 		owner := s.owner()
 		id := s.startSession(t, owner, agentcmd.StartSessionData{BudgetCapUsd: domain.Dollars(1)})
