@@ -22,13 +22,9 @@ func init() {
 		summary: "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 9 },
-		run: func(ctx context.Context, in *infra) error {
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return acl.New(in.Pool, client).Run(ctx, in.JS)
-		},
+		}),
 	}
 	workers["transcript"] = worker{
 		summary: "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
@@ -50,13 +46,9 @@ func init() {
 		summary: "allocate a pool slot to each new session, release it when the session ends, start the next Queued one",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
-		run: func(ctx context.Context, in *infra) error {
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Pool{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
-		},
+		}),
 	}
 	workers["delivery"] = worker{
 		summary: "deliver queued and steering messages to the sidecars when the session takes them",
@@ -70,13 +62,9 @@ func init() {
 		summary: "continue an exhausted session in a new one of its chain, with the handoff document",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
-		run: func(ctx context.Context, in *infra) error {
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Handoff{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
-		},
+		}),
 	}
 	workers["notify"] = worker{
 		summary: "turn completions, failures, budget and context alerts into notifications for the owner",
@@ -90,25 +78,17 @@ func init() {
 		summary: "expire unanswered questions, undecided tool permissions and pauses held too long",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
-		run: func(ctx context.Context, in *infra) error {
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Timeouts{DB: in.Pool, Client: client}.Run(ctx)
-		},
+		}),
 	}
 	workers["autocontinue"] = worker{
 		summary: "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 4 },
-		run: func(ctx context.Context, in *infra) error {
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.AutoContinue{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
-		},
+		}),
 	}
 	workers["relay"] = worker{
 		summary: "bridge each session's Redis streams and JetStream",
@@ -143,6 +123,17 @@ func init() {
 			}
 			return reactions.Runtime{JS: in.JS, DB: in.Pool, Launcher: l, Client: client, Engine: os.Getenv("AGENTBUS_ENGINE")}.Run(ctx)
 		},
+	}
+}
+
+// withClient runs a worker that sends commands with the infra's client.
+func withClient(run func(ctx context.Context, in *infra, client *agentcmd.Client) error) func(context.Context, *infra) error {
+	return func(ctx context.Context, in *infra) error {
+		client, err := commandClient(in)
+		if err != nil {
+			return err
+		}
+		return run(ctx, in, client)
 	}
 }
 
