@@ -32,6 +32,12 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's log; nil keeps the server quiet.
 	Logger *slog.Logger
+	// SkipFsync stores messages without an fsync before each ack. A
+	// crashed process still loses nothing (every write reaches the file
+	// before the ack), but a crashed machine can lose what was stored
+	// since the server's last periodic sync (every 2 minutes). Benchmarks
+	// use it to measure what the fsync costs.
+	SkipFsync bool
 }
 
 func (c *EmbeddedConfig) setDefaults() {
@@ -88,7 +94,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		JetStream:         true,
 		StoreDir:          cfg.StoreDir,
 		JetStreamMaxStore: cfg.MaxStore,
-		SyncAlways:        true,
+		SyncAlways:        !cfg.SkipFsync,
 		// The host process owns the signals; the server must not exit on them.
 		NoSigs: true,
 		NoLog:  cfg.Logger == nil,

@@ -178,6 +178,39 @@ func TestOutboxTwoPublishersPublishEachEventOnce(t *testing.T) {
 	assert.Equal(t, want, published(t, js))
 }
 
+// TestOutboxPublisherWakesOnNotify: a publisher that would poll only once
+// an hour publishes a committed row as soon as NotifyOutbox is called, and
+// not before.
+func TestOutboxPublisherWakesOnNotify(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	pub := &postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: time.Hour}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pub.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// The first row may go out in the publisher's first round, or on its
+	// notification; either way the publisher is listening once it is out.
+	agg := uuid.New()
+	writeInTx(t, pool, outboxMsg(agg, 1))
+	require.Eventually(t, func() bool {
+		require.NoError(t, postgres.NotifyOutbox(ctx, pool))
+		return outboxCount(t, pool) == 0
+	}, 30*time.Second, 50*time.Millisecond)
+
+	writeInTx(t, pool, outboxMsg(agg, 2))
+	// A commit alone wakes nobody (the notification is the writer's to
+	// send), so the row waits for the poll an hour away.
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, 1, outboxCount(t, pool), "published without a notification")
+
+	require.NoError(t, postgres.NotifyOutbox(ctx, pool))
+	require.Eventually(t, func() bool { return outboxCount(t, pool) == 0 }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, []int{1, 2}, published(t, js))
+}
+
 // TestOutboxLargeBacklogPublishedInOrderExactlyOnce publishes a backlog of
 // 5,000 rows of 50 aggregates, written 100 to a transaction, in atomic
 // batches: every row reaches the stream once, in position order.

@@ -33,6 +33,13 @@ var instances sync.Map // *server.Server -> *instance
 // survives Restart. Everything is stopped and removed when the test ends.
 func Server(t testing.TB) (*server.Server, jetstream.JetStream, *nats.Conn) {
 	t.Helper()
+	return ServerWith(t, nil)
+}
+
+// ServerWith is Server with the configuration changed by configure first
+// (nil changes nothing).
+func ServerWith(t testing.TB, configure func(*bus.EmbeddedConfig)) (*server.Server, jetstream.JetStream, *nats.Conn) {
+	t.Helper()
 	inst := &instance{cfg: bus.EmbeddedConfig{
 		StoreDir: t.TempDir(),
 		Port:     -1,
@@ -40,6 +47,9 @@ func Server(t testing.TB) (*server.Server, jetstream.JetStream, *nats.Conn) {
 		// the free space of the machine running the tests.
 		MaxStore: 64 << 30,
 	}}
+	if configure != nil {
+		configure(&inst.cfg)
+	}
 	srv := inst.start(t)
 	// Registered before any connection's cleanup, so it runs after them,
 	// whichever server is current by then.

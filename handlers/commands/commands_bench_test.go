@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -70,13 +71,12 @@ func benchConcurrency() int {
 //     confirm_paused, resume_session and confirm_resumed; each command loads
 //     the session, saves it with a version check, writes its events to the
 //     outbox and records its result, in one transaction.
-//   - session/postgres=durable/outbox-notify=off: the same without the
-//     outbox's NOTIFY trigger, the publisher polling every 20ms instead.
-//     Postgres serialises the commits of transactions that NOTIFY (each
-//     holds a lock on the notification queue until its commit is flushed),
-//     so the trigger takes group commit away from the commands worker.
-//   - session/postgres=nofsync: the same on the tests' Postgres, which does
-//     not fsync: what Postgres's disk writes cost.
+//
+// Where the time goes: jetstream-fsync=off/... are the same two cases on a
+// server that does not fsync before each ack (bus.EmbeddedConfig.SkipFsync,
+// not how agentbus runs). The gap between them and the cases above is what
+// the two fsyncs that each command costs AGENTS_COMMANDS (storing it, and
+// the work queue's delete on ack) take on this disk.
 //
 // Run it with:
 //
@@ -87,15 +87,13 @@ func BenchmarkCommands(b *testing.B) {
 		setup func(tb testing.TB) benchOp
 	}{
 		{"baseline=nats-request", benchNATSRequest},
-		{"baseline=jetstream", benchJetStreamRequest},
+		{"baseline=jetstream", func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, false) }},
 		{"session/postgres=durable", func(tb testing.TB) benchOp {
-			return benchSessions(tb, durablePostgres(tb), true)
-		}},
-		{"session/postgres=durable/outbox-notify=off", func(tb testing.TB) benchOp {
 			return benchSessions(tb, durablePostgres(tb), false)
 		}},
-		{"session/postgres=nofsync", func(tb testing.TB) benchOp {
-			return benchSessions(tb, testenv.PostgresURL(tb), true)
+		{"jetstream-fsync=off/baseline=jetstream", func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, true) }},
+		{"jetstream-fsync=off/session/postgres=durable", func(tb testing.TB) benchOp {
+			return benchSessions(tb, durablePostgres(tb), true)
 		}},
 	}
 	b.Run("baseline=fsync", benchFsync)
@@ -187,8 +185,14 @@ func benchNATSRequest(b testing.TB) benchOp {
 	}
 }
 
-func benchJetStreamRequest(b testing.TB) benchOp {
-	srv, js, nc := bustest.Server(b)
+// natsServer starts the benchmark's NATS server, without an fsync before
+// each ack when skipFsync.
+func natsServer(b testing.TB, skipFsync bool) (*server.Server, jetstream.JetStream, *nats.Conn) {
+	return bustest.ServerWith(b, func(c *bus.EmbeddedConfig) { c.SkipFsync = skipFsync })
+}
+
+func benchJetStreamRequest(b testing.TB, skipFsync bool) benchOp {
+	srv, js, nc := natsServer(b, skipFsync)
 	wnc, wjs := bustest.Connect(b, srv)
 	answer := func(_ context.Context, m jetstream.Msg) error {
 		var cmd command.Command
@@ -267,9 +271,8 @@ type benchSession struct {
 
 // benchSessions starts the commands worker and the outbox publisher on
 // dbURL and returns an operation that sends the next command of one of the
-// sender's sessions. notify false drops the outbox's NOTIFY trigger and
-// lets the publisher poll every 20ms instead.
-func benchSessions(b testing.TB, dbURL string, notify bool) benchOp {
+// sender's sessions.
+func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 	ctx := context.Background()
 	concurrency := benchConcurrency()
 	cfg, err := pgxpool.ParseConfig(dbURL)
@@ -281,13 +284,8 @@ func benchSessions(b testing.TB, dbURL string, notify bool) benchOp {
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	outbox := &postgres.OutboxPublisher{Pool: pool}
-	if !notify {
-		_, err := pool.Exec(ctx, "DROP TRIGGER outbox_notify ON outbox")
-		require.NoError(b, err)
-		outbox.PollInterval = 20 * time.Millisecond
-	}
 
-	srv, js, nc := bustest.Server(b)
+	srv, js, nc := natsServer(b, skipFsync)
 	wnc, wjs := bustest.Connect(b, srv)
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
 	require.NoError(b, err)

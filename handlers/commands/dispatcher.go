@@ -124,11 +124,13 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, error) {
 	var result command.Result
 	var secret json.RawMessage
+	handled := false
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String()); err != nil || ok {
 			result = r
 			return err
 		}
+		handled = true
 		state, err := handler(ctx, tx, cmd)
 		if err != nil {
 			return err
@@ -147,6 +149,13 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		}
 		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
 	})
+	if err == nil && handled {
+		// Nearly every command raises events; waking the publisher for
+		// the few that do not costs less than finding out.
+		if err := postgres.NotifyOutbox(ctx, d.pool); err != nil {
+			d.log.Warn("outbox publisher not woken; it finds the events at its next poll", "error", err)
+		}
+	}
 	if postgres.IsUniqueViolation(err) {
 		// Another delivery of the same command committed first: its
 		// result is the one to return.

@@ -235,3 +235,50 @@ func TestConcurrentCommandsAllApplied(t *testing.T) {
 	require.NoError(t, h.pool.QueryRow(context.Background(), "SELECT count(*) FROM processed_messages WHERE consumer = $1", commands.Consumer).Scan(&processed))
 	assert.Equal(t, 600, processed)
 }
+
+// TestCommitWakesTheOutboxPublisher: the worker wakes the outbox publisher
+// after each commit, so a command's events are published at once although
+// the publisher would poll only once an hour.
+func TestCommitWakesTheOutboxPublisher(t *testing.T) {
+	pool := testenv.Postgres(t)
+	srv, js, nc := bustest.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	wnc, wjs := bustest.Connect(t, srv)
+	d := commands.NewDispatcher(pool, wnc, classify)
+	d.Register("counter", "announce", func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
+		id := uuid.New()
+		return nil, postgres.WriteOutbox(ctx, tx, []postgres.OutboxMessage{{
+			ID: id, Subject: "agents.evt.counter." + cmd.AggregateID.String() + ".announced",
+			Aggregate: "counter", AggregateID: cmd.AggregateID, Type: "announced",
+			Payload: []byte(`{"id":"` + id.String() + `"}`),
+		}})
+	})
+	wg.Go(func() {
+		_ = bus.Run(ctx, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer, Handler: d.Handle})
+	})
+	_, pjs := bustest.Connect(t, srv)
+	publisher := &postgres.OutboxPublisher{Pool: pool, JS: pjs, PollInterval: time.Hour}
+	wg.Go(func() { _ = publisher.Run(ctx) })
+	client, err := command.NewClient(nc, js, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+
+	events, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	// The first event may also go out in the publisher's first round; the
+	// next ones only on a notification.
+	for n := uint64(1); n <= 3; n++ {
+		cmd, err := command.New("counter", "announce", uuid.New(), "user-1", struct{}{})
+		require.NoError(t, err)
+		r, err := client.Do(ctx, cmd)
+		require.NoError(t, err)
+		require.NoError(t, r.Err())
+		require.Eventually(t, func() bool {
+			info, err := events.Info(ctx)
+			return err == nil && info.State.Msgs == n
+		}, 30*time.Second, 10*time.Millisecond, "event %d published", n)
+	}
+}
