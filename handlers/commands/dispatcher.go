@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +48,10 @@ type Dispatcher struct {
 	classify func(error) *command.Error
 	handlers map[string]Handler
 	log      *slog.Logger
+
+	// wakeWanted and waking coordinate the handlers' notifications to
+	// the outbox publisher (wakeOutbox).
+	wakeWanted, waking atomic.Bool
 }
 
 // NewDispatcher returns a dispatcher that stores its effects in pool,
@@ -90,7 +95,25 @@ func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 		result.State = secret
 	}
 	d.reply(msg, result)
+	d.wakeOutbox(ctx)
 	return nil
+}
+
+// wakeOutbox wakes the outbox publisher once a commit with events asked
+// for it (wakeWanted), after the reply, so the caller does not wait for it.
+// While one handler sends a notification, the others leave theirs to it:
+// it sends another when one was asked for in the meantime, so every commit
+// is followed by a notification, and under load they share them.
+func (d *Dispatcher) wakeOutbox(ctx context.Context) {
+	for d.wakeWanted.Load() && d.waking.CompareAndSwap(false, true) {
+		d.wakeWanted.Store(false)
+		err := postgres.NotifyOutbox(ctx, d.pool)
+		d.waking.Store(false)
+		if err != nil {
+			d.log.Warn("outbox publisher not woken; it finds the events at its next poll", "error", err)
+			return
+		}
+	}
 }
 
 func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, json.RawMessage, error) {
@@ -152,9 +175,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	if err == nil && handled {
 		// Nearly every command raises events; waking the publisher for
 		// the few that do not costs less than finding out.
-		if err := postgres.NotifyOutbox(ctx, d.pool); err != nil {
-			d.log.Warn("outbox publisher not woken; it finds the events at its next poll", "error", err)
-		}
+		d.wakeWanted.Store(true)
 	}
 	if postgres.IsUniqueViolation(err) {
 		// Another delivery of the same command committed first: its
