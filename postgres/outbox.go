@@ -37,11 +37,55 @@ type OutboxMessage struct {
 	Payload []byte
 }
 
-// WriteOutbox appends messages to the outbox inside tx, in order.
+// WriteOutbox appends messages to the outbox inside tx, in order. In a
+// DeferredOutboxTx they wait for its Flush.
 func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	if d, ok := tx.(*DeferredOutboxTx); ok {
+		d.pending = append(d.pending, msgs...)
+		return nil
+	}
+	if _, err := tx.Exec(ctx, outboxInsert, outboxArgs(msgs)...); err != nil {
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	return nil
+}
+
+// DeferredOutboxTx is a transaction whose outbox writes wait for Flush,
+// which sends them in one round trip with the transaction's last
+// statements: a command's transaction is then one round trip shorter.
+type DeferredOutboxTx struct {
+	pgx.Tx
+	pending []OutboxMessage
+}
+
+// DeferOutbox wraps tx so that its outbox writes wait for Flush.
+func DeferOutbox(tx pgx.Tx) *DeferredOutboxTx { return &DeferredOutboxTx{Tx: tx} }
+
+// Flush writes the outbox messages held so far, then runs last, all in one
+// round trip.
+func (d *DeferredOutboxTx) Flush(ctx context.Context, last *pgx.Batch) error {
+	b := &pgx.Batch{}
+	if len(d.pending) > 0 {
+		b.Queue(outboxInsert, outboxArgs(d.pending)...)
+		d.pending = nil
+	}
+	b.QueuedQueries = append(b.QueuedQueries, last.QueuedQueries...)
+	return d.Tx.SendBatch(ctx, b).Close()
+}
+
+// outboxInsert is one multi-row insert; WITH ORDINALITY keeps the
+// positions in the order the events were raised.
+const outboxInsert = `
+	INSERT INTO outbox (id, subject, aggregate, aggregate_id, type, payload)
+	SELECT id, subject, aggregate, aggregate_id, type, payload::jsonb
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+	     WITH ORDINALITY AS m(id, subject, aggregate, aggregate_id, type, payload, n)
+	ORDER BY n`
+
+func outboxArgs(msgs []OutboxMessage) []any {
 	ids := make([]uuid.UUID, len(msgs))
 	subjects := make([]string, len(msgs))
 	aggregates := make([]string, len(msgs))
@@ -52,18 +96,7 @@ func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 		ids[i], subjects[i], aggregates[i], aggregateIDs[i], types[i], payloads[i] =
 			m.ID, m.Subject, m.Aggregate, m.AggregateID, m.Type, string(m.Payload)
 	}
-	// One multi-row insert; WITH ORDINALITY keeps the positions in the
-	// order the aggregate raised its events.
-	_, err := tx.Exec(ctx, `
-		INSERT INTO outbox (id, subject, aggregate, aggregate_id, type, payload)
-		SELECT id, subject, aggregate, aggregate_id, type, payload::jsonb
-		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-		     WITH ORDINALITY AS m(id, subject, aggregate, aggregate_id, type, payload, n)
-		ORDER BY n`, ids, subjects, aggregates, aggregateIDs, types, payloads)
-	if err != nil {
-		return fmt.Errorf("write outbox: %w", err)
-	}
-	return nil
+	return []any{ids, subjects, aggregates, aggregateIDs, types, payloads}
 }
 
 // OutboxPublisher moves committed outbox rows onto JetStream.

@@ -268,3 +268,43 @@ func TestOutboxLargeBacklogPublishedInOrderExactlyOnce(t *testing.T) {
 	}
 	assert.Len(t, seen, total)
 }
+
+// TestDeferredOutboxWaitsForFlush: outbox writes in a DeferredOutboxTx are
+// held until Flush, which writes them in order with the statements it is
+// given; when one of those fails, the transaction keeps none of it.
+func TestDeferredOutboxWaitsForFlush(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	agg := uuid.New()
+
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		d := postgres.DeferOutbox(tx)
+		require.NoError(t, postgres.WriteOutbox(ctx, d, []postgres.OutboxMessage{outboxMsg(agg, 1)}))
+		require.NoError(t, postgres.WriteOutbox(ctx, d, []postgres.OutboxMessage{outboxMsg(agg, 2), outboxMsg(agg, 3)}))
+		var held int
+		require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&held))
+		assert.Zero(t, held, "written before Flush")
+		last := &pgx.Batch{}
+		require.NoError(t, postgres.QueueMarkProcessed(last, "test", "message-1", map[string]int{"n": 3}))
+		return d.Flush(ctx, last)
+	}))
+	_, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3}, published(t, js))
+	r, ok, err := postgres.ProcessedResult[map[string]int](ctx, pool, "test", "message-1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, 3, r["n"])
+
+	// The same message id again: the record fails, and the events with it.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		d := postgres.DeferOutbox(tx)
+		require.NoError(t, postgres.WriteOutbox(ctx, d, []postgres.OutboxMessage{outboxMsg(agg, 4)}))
+		last := &pgx.Batch{}
+		require.NoError(t, postgres.QueueMarkProcessed(last, "test", "message-1", nil))
+		return d.Flush(ctx, last)
+	})
+	assert.True(t, postgres.IsUniqueViolation(err), "got %v", err)
+	assert.Zero(t, outboxCount(t, pool))
+}

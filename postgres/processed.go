@@ -16,11 +16,21 @@ func MarkProcessed(ctx context.Context, tx pgx.Tx, consumer, messageID string, r
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx,
-		"INSERT INTO processed_messages (consumer, message_id, result) VALUES ($1, $2, $3)",
-		consumer, messageID, body)
+	_, err = tx.Exec(ctx, markProcessed, consumer, messageID, body)
 	return err
 }
+
+// QueueMarkProcessed is MarkProcessed as a statement queued on b.
+func QueueMarkProcessed(b *pgx.Batch, consumer, messageID string, result any) error {
+	body, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	b.Queue(markProcessed, consumer, messageID, body)
+	return nil
+}
+
+const markProcessed = "INSERT INTO processed_messages (consumer, message_id, result) VALUES ($1, $2, $3)"
 
 // ProcessedResult returns the result recorded for a handled message and
 // whether there is one, decoding it into T.

@@ -154,7 +154,8 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 			return err
 		}
 		handled = true
-		state, err := handler(ctx, tx, cmd)
+		deferred := postgres.DeferOutbox(tx)
+		state, err := handler(ctx, deferred, cmd)
 		if err != nil {
 			return err
 		}
@@ -170,7 +171,12 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 				return err
 			}
 		}
-		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
+		// The events and the record of the result go in one round trip.
+		last := &pgx.Batch{}
+		if err := postgres.QueueMarkProcessed(last, Consumer, cmd.ID.String(), result); err != nil {
+			return err
+		}
+		return deferred.Flush(ctx, last)
 	})
 	if err == nil && handled {
 		// Nearly every command raises events; waking the publisher for
