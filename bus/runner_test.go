@@ -212,6 +212,9 @@ func TestRunReportsProgress(t *testing.T) {
 	start(t, js, cfg)
 	publishEvents(t, js, "slow", 1, 1)
 
+	// A consumer that has only just been created can look settled before
+	// it has counted the message: wait for the handler first.
+	require.Eventually(t, func() bool { return seen.get("slow-0") > 0 }, waitFor, 50*time.Millisecond)
 	require.Eventually(t, settled(t, js, bus.StreamEvents, "slow"), waitFor, 50*time.Millisecond)
 	assert.Equal(t, 1, seen.get("slow-0"), "handled once")
 	assert.Zero(t, consumerInfo(t, js, bus.StreamEvents, "slow").NumRedelivered)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -279,14 +281,21 @@ func (p *OutboxPublisher) PublishPending(ctx context.Context) (int, error) {
 // forget deletes published rows without waiting for the commit to reach
 // the disk: a delete lost in a crash only publishes its rows again, which
 // JetStream drops as duplicates, so it need not cost an fsync of its own.
+// Both statements go in one round trip, as one transaction; the simple
+// protocol that allows that takes no parameters, so the positions (numbers
+// only) are written into the statement.
 func (p *OutboxPublisher) forget(ctx context.Context, positions []int64) error {
-	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-			return err
+	var sql strings.Builder
+	sql.WriteString("SET LOCAL synchronous_commit = off; DELETE FROM outbox WHERE position = ANY('{")
+	for i, pos := range positions {
+		if i > 0 {
+			sql.WriteByte(',')
 		}
-		_, err := tx.Exec(ctx, "DELETE FROM outbox WHERE position = ANY($1)", positions)
-		return err
-	})
+		sql.WriteString(strconv.FormatInt(pos, 10))
+	}
+	sql.WriteString("}'::bigint[])")
+	_, err := p.Pool.Exec(ctx, sql.String())
+	return err
 }
 
 // NotifyOutbox wakes the outbox publisher. Call it after the commit of a
