@@ -254,7 +254,9 @@ type consolidationOutput struct {
 func (s *Server) addConsolidationRoute(api huma.API) {
 	op := humanOp("consolidate-skill", http.MethodPost, "/api/agents/skills/{id}/consolidate", "Start a skill consolidation session",
 		"Starts a session with the Skill Improvement objective: it has the skill enabled and receives its Active memory pills, "+
-			"to fold them into new instructions. The skill must be active and have Active pills. "+
+			"to fold them into new instructions. Approving the session's output makes its agent's last message the skill's instructions, "+
+			"marks those pills Consolidated (unless dismissed meanwhile) and raises the skill's version by one. "+
+			"The skill must be active and have Active pills. "+
 			"The session's agent API key is shown once: a repeat with the same Idempotency-Key returns the same session without it.",
 		"Skills", commandErrors)
 	op.DefaultStatus = http.StatusCreated
@@ -287,6 +289,7 @@ func (s *Server) consolidateSkill(ctx context.Context, in *consolidateSkillInput
 	raw, err := s.send(ctx, domain.AggregateSession, command.StartSession, sessionID, command.StartSessionData{
 		WorkingDirectory: in.Body.WorkingDirectory, Objective: objective, SkillIDs: []uuid.UUID{sk.ID},
 		ModelID: in.Body.ModelID, Name: "Consolidate skill " + sk.Name, BudgetCapUsd: budget,
+		Consolidates: &command.SkillConsolidation{SkillID: sk.ID, PillIDs: pills},
 	}, map[string]string{"budget.hardCapUsd": "budgetCapUsd"})
 	if err != nil {
 		return nil, err

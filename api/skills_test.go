@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
 )
 
 // pill records a memory pill on u's skill, as an agent of session does.
@@ -234,6 +235,11 @@ func TestConsolidateSkill(t *testing.T) {
 	assert.Contains(t, c.Session.Objective, "10 requests per second")
 	assert.NotContains(t, c.Session.Objective, "Dismissed learning")
 	assert.Equal(t, 2.0, c.Session.Budget.HardCapUsd)
+	job, ok, err := postgres.ConsolidationOf(context.Background(), st.db, c.Session.ID)
+	require.NoError(t, err)
+	require.True(t, ok, "the session is recorded as the skill's consolidation")
+	assert.Equal(t, skill, job.SkillID)
+	assert.Equal(t, []uuid.UUID{kept}, job.PillIDs)
 
 	key := "Idempotency-Key: " + uuid.NewString()
 	first := decode[Consolidation](t, st.call(t, http.MethodPost, url(skill), body, alice.auth, key))

@@ -67,6 +67,17 @@ type StartSessionData struct {
 	AutoContinue     *domain.AutoContinueConfig `json:"autoContinue,omitempty"`
 	ChainID          *uuid.UUID                 `json:"chainId,omitempty"`
 	ToolApproval     *domain.ToolApprovalPolicy `json:"toolApproval,omitempty"`
+	// Consolidates makes the session a skill consolidation session: once
+	// its output is approved, that output becomes the skill's new
+	// instructions and the pills are marked Consolidated.
+	Consolidates *SkillConsolidation `json:"consolidates,omitempty"`
+}
+
+// SkillConsolidation is what a consolidation session folds in: memory
+// pills of a skill the session has enabled.
+type SkillConsolidation struct {
+	SkillID uuid.UUID   `json:"skillId"`
+	PillIDs []uuid.UUID `json:"pillIds"`
 }
 
 // StartSessionResult is the state of StartSession plus the plaintext API

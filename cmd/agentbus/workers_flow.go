@@ -66,6 +66,14 @@ func init() {
 			return reactions.Handoff{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
+	workers["consolidate"] = worker{
+		summary: "fold an approved consolidation session's output into its skill's instructions",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
+			return reactions.Consolidate{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
+		}),
+	}
 	workers["notify"] = worker{
 		summary: "turn completions, failures, budget and context alerts into notifications for the owner",
 		needs:   needPostgres | needNATS,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -80,6 +82,11 @@ func startSession(now Clock) Handler {
 		if err := created(sessions.Add(ctx, tx, s), "AgentSession", s.ID()); err != nil {
 			return nil, err
 		}
+		if in.Consolidates != nil {
+			if err := addConsolidation(ctx, tx, s.ID(), *in.Consolidates, enabled); err != nil {
+				return nil, err
+			}
+		}
 		return WithSecret{
 			State:  command.StartSessionResult{Session: SessionState(s)},
 			Secret: command.StartSessionResult{Session: SessionState(s), APIKey: key},
@@ -128,4 +135,23 @@ func requireLiveChain(ctx context.Context, q postgres.Querier, id, owner uuid.UU
 		return &domain.TransitionError{Aggregate: "SessionChain", Operation: "AttachSession", Status: string(c.Status()), Reason: domain.ErrInvalidTransition}
 	}
 	return nil
+}
+
+// addConsolidation records what a consolidation session folds in: Active
+// memory pills of a skill the session has enabled.
+func addConsolidation(ctx context.Context, tx pgx.Tx, session uuid.UUID, c command.SkillConsolidation, enabled []*domain.AgentSkill) error {
+	i := slices.IndexFunc(enabled, func(sk *domain.AgentSkill) bool { return sk.ID() == c.SkillID })
+	if i < 0 {
+		return badData{fmt.Errorf("consolidates skill %s, which the session does not enable", c.SkillID)}
+	}
+	if len(c.PillIDs) == 0 {
+		return badData{errors.New("a consolidation names at least one memory pill")}
+	}
+	pills := enabled[i].MemoryPills()
+	for _, id := range c.PillIDs {
+		if !slices.ContainsFunc(pills, func(p domain.MemoryPill) bool { return p.ID == id && p.Status == domain.PillActive }) {
+			return badData{fmt.Errorf("memory pill %s is not an Active pill of skill %s", id, c.SkillID)}
+		}
+	}
+	return postgres.AddConsolidation(ctx, tx, postgres.Consolidation{SessionID: session, SkillID: c.SkillID, PillIDs: c.PillIDs})
 }

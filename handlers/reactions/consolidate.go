@@ -1,0 +1,118 @@
+package reactions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+// ConsolidateConsumer is the durable consumer of the consolidation
+// reaction. Renaming it replays every event to it: keep it stable.
+const ConsolidateConsumer = "consolidate"
+
+// errNoOutput is returned while the transcript holds no text of the agent:
+// the event is redelivered until the transcript projection has caught up.
+var errNoOutput = errors.New("the session's transcript holds no text of the agent yet")
+
+// Consolidate is the completion handler of consolidation sessions (seed
+// 001 StartSkillConsolidationCommand): when the output of a consolidation
+// session is approved, the agent's last message (the complete new
+// instructions it was asked to deliver) replaces the skill's instructions,
+// the pills it was given that are still Active are marked Consolidated, and
+// the skill's version goes up by one (ConsolidateSkillCommand).
+//
+// The command's id is derived from the approval event, so a redelivered
+// event repeats a command that changes nothing.
+type Consolidate struct {
+	JS     jetstream.JetStream
+	DB     *pgxpool.Pool
+	Client *command.Client
+}
+
+// Run consumes session approvals until ctx ends.
+func (c Consolidate) Run(ctx context.Context) error {
+	return bus.Run(ctx, c.JS, bus.RunnerConfig{
+		Stream: bus.StreamEvents, Consumer: ConsolidateConsumer, Handler: c.Handle,
+		Concurrency: 2, FilterSubjects: []string{"agents.evt.session.*.agent_session_approved"},
+	})
+}
+
+// Handle consolidates the skill of one approved consolidation session; an
+// approval of any other session changes nothing.
+func (c Consolidate) Handle(ctx context.Context, m jetstream.Msg) error {
+	env, err := bus.DecodeEnvelope(m.Data())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	sessionID, err := uuid.Parse(env.AggregateID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	job, ok, err := postgres.ConsolidationOf(ctx, c.DB, sessionID)
+	if err != nil || !ok {
+		return err
+	}
+	instructions, err := c.lastAgentText(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	skill, err := postgres.Skills{}.Get(ctx, c.DB, job.SkillID)
+	if err != nil {
+		return notFoundIsFinal(err)
+	}
+	// A pill dismissed since the session started is left alone.
+	var pills []uuid.UUID
+	for _, p := range skill.MemoryPills() {
+		if p.Status == domain.PillActive && slices.Contains(job.PillIDs, p.ID) {
+			pills = append(pills, p.ID)
+		}
+	}
+	if len(pills) == 0 {
+		slog.Info("nothing left to consolidate", "component", "consolidate", "session_id", sessionID, "skill_id", job.SkillID)
+		return nil
+	}
+	cmd, err := command.New(domain.AggregateSkill, command.ConsolidateSkill, job.SkillID, "",
+		command.ConsolidateSkillData{PillIDs: pills, UpdatedInstructions: instructions})
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	cmd.ID = uuid.NewSHA1(commandNamespace, []byte("consolidate/"+env.ID))
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := c.Client.Do(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("consolidate skill %s: %w", job.SkillID, err)
+	}
+	if e, ok := command.AsError(r.Err()); ok {
+		slog.Warn("skill consolidation refused", "component", "consolidate", "session_id", sessionID,
+			"skill_id", job.SkillID, "kind", e.Kind, "error", e.Message)
+	}
+	return nil
+}
+
+// lastAgentText is the session's last message of its own agent (not of a
+// subagent), from the transcript.
+func (c Consolidate) lastAgentText(ctx context.Context, sessionID uuid.UUID) (string, error) {
+	var text string
+	err := c.DB.QueryRow(ctx, `
+		SELECT content FROM agent_messages
+		WHERE session_id = $1 AND subagent_id IS NULL AND source = $2
+		ORDER BY source_seq DESC LIMIT 1`, sessionID, string(domain.SourceAgent)).Scan(&text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("session %s: %w", sessionID, errNoOutput)
+	}
+	return text, err
+}
