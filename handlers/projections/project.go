@@ -74,9 +74,45 @@ func project(ev event) ([]write, error) {
 		if d.Error != "" {
 			line += " (" + d.Error + ")"
 		}
-		return []write{logChunk(ev, line)}, nil
+		return []write{logChunk(ev, line), endSubagents(ev)}, nil
+	case protocol.EventMessageDelivered:
+		d, err := decode[protocol.MessageDelivered](ev)
+		if err != nil {
+			return nil, err
+		}
+		return []write{delivered(ev, d.MessageID)}, nil
 	}
 	return nil, nil
+}
+
+// endSubagents cancels the subagents still running when their session
+// ends: they end with it, whatever they were doing.
+func endSubagents(ev event) write {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			UPDATE subagent_sessions SET status = $2, completed_at = $3
+			 WHERE session_id = $1 AND status = $4`,
+			ev.session, string(domain.StatusCancelled), ev.at, string(domain.StatusRunning))
+		return err
+	}
+}
+
+// delivered records a message of a person, the system or a webhook in the
+// transcript where the agent received it. The raw event names the message
+// only; its content and source are in the session's queue, where the
+// message stays once delivered. A message the queue does not hold adds
+// nothing.
+func delivered(ev event, messageID string) write {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO agent_messages (id, session_id, source_seq, subagent_id, source, content, model_id, occurred_at)
+			SELECT $1, $2, $3, NULL, m->>'source', m->>'content', '', $5
+			  FROM message_queues q, jsonb_array_elements(q.doc->'messages') m
+			 WHERE q.session_id = $2 AND m->>'messageId' = $4
+			ON CONFLICT DO NOTHING`,
+			ev.id("message"), ev.session, ev.seq, messageID, ev.at)
+		return err
+	}
 }
 
 // text records a text block: the agent's message and output, or a
