@@ -129,12 +129,17 @@ type SessionAutoContinuedEvent struct {
 }
 
 // AgentAPITaskCreatedEvent records that the agent created a follow-up task through the
-// agent API.
+// agent API. Besides the seed's ids it carries the task itself, which lives
+// in another context: the bridge that creates it there needs nothing else.
 type AgentAPITaskCreatedEvent struct {
 	SessionMeta
 	CreatedTaskID uuid.UUID  `json:"createdTaskId"`
 	LinkedTaskID  *uuid.UUID `json:"linkedTaskId,omitempty"`
 	Source        string     `json:"source"`
+	Title         string     `json:"title"`
+	Description   string     `json:"description,omitempty"`
+	Priority      string     `json:"priority"`
+	Tags          []string   `json:"tags,omitempty"`
 }
 
 // EventType returns "session_waiting_for_input".

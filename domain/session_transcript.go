@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,16 +108,29 @@ func (s *AgentSession) subAgentOp(op Operation, a *SubAgentSession) error {
 	return nil
 }
 
+// APITask is a follow-up task an agent creates through the agent API, as
+// the task context is to create it.
+type APITask struct {
+	Title       string
+	Description string
+	Priority    string
+	Tags        []string
+	// LinkedTaskID is the task the new one follows up on, if any.
+	LinkedTaskID *uuid.UUID
+}
+
 // RecordAPITaskCreated records that the running agent created a follow-up
 // task through the agent API (the task lives in another context).
-func (s *AgentSession) RecordAPITaskCreated(createdTaskID uuid.UUID, linkedTaskID *uuid.UUID, now time.Time) error {
+func (s *AgentSession) RecordAPITaskCreated(createdTaskID uuid.UUID, task APITask, now time.Time) error {
 	if err := s.allow(OpRecordAPITaskCreated); err != nil {
 		return err
 	}
 	if err := requireID("createdTaskId", createdTaskID); err != nil {
 		return err
 	}
-	s.raise(AgentAPITaskCreatedEvent{SessionMeta: s.meta(now), CreatedTaskID: createdTaskID, LinkedTaskID: clonePtr(linkedTaskID), Source: "AgentApi"})
+	s.raise(AgentAPITaskCreatedEvent{SessionMeta: s.meta(now), CreatedTaskID: createdTaskID,
+		LinkedTaskID: clonePtr(task.LinkedTaskID), Source: "AgentApi",
+		Title: task.Title, Description: task.Description, Priority: task.Priority, Tags: slices.Clone(task.Tags)})
 	return nil
 }
 

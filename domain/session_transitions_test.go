@@ -197,7 +197,7 @@ func invocations() []invocation {
 			return s.FailSubAgent(a, domain.FailureAgentError, now)
 		}},
 		{domain.OpRecordAPITaskCreated, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
-			return s.RecordAPITaskCreated(uuid.New(), nil, now)
+			return s.RecordAPITaskCreated(uuid.New(), domain.APITask{Title: "Follow up", Priority: "Low"}, now)
 		}},
 	}
 }

@@ -40,7 +40,8 @@ func createAgentTask(now Clock) Handler {
 			if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 				return err
 			}
-			return s.RecordAPITaskCreated(taskID, task.LinkedTaskID, now().UTC())
+			return s.RecordAPITaskCreated(taskID, domain.APITask{Title: task.Title, Description: task.Description,
+				Priority: task.Priority, Tags: task.Tags, LinkedTaskID: task.LinkedTaskID}, now().UTC())
 		})
 		if err != nil {
 			return nil, err

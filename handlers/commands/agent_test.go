@@ -49,6 +49,8 @@ func TestCreateAgentTask(t *testing.T) {
 	assert.Equal(t, first.TaskID, e.CreatedTaskID)
 	assert.Equal(t, &linked, e.LinkedTaskID)
 	assert.Equal(t, "AgentApi", e.Source)
+	assert.Equal(t, []any{"Add retries to the webhook client", "It fails on 503.", command.TaskPriorityHigh, []string{"http", "flaky"}},
+		[]any{e.Title, e.Description, e.Priority, e.Tags}, "the event carries the task for the context that creates it")
 	assert.Equal(t, h.owner, e.OwnerID)
 	assert.Equal(t, 1, count(h.outboxTypes(t, id), "agent_api_task_created"), "a repeated command raises nothing")
 
