@@ -91,6 +91,11 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 	if err := js.Conn().FlushTimeout(5 * time.Second); err != nil {
 		r.logger.Warn("flushing acks on shutdown", "err", err)
 	}
+	// Only when every handler finished: a message cut off by the grace
+	// period is redelivered later, and another copy must not overtake it.
+	if base.Err() == nil {
+		r.unpin()
+	}
 	r.logger.Info("runner stopped")
 	return nil
 }
@@ -102,6 +107,47 @@ type runner struct {
 	logger *slog.Logger
 	lanes  []chan jetstream.Msg
 	policy atomic.Pointer[policy]
+	// pin is the id this copy was last pinned with in a priority group.
+	pin atomic.Value
+}
+
+// headerPinID carries, on a message of a pinned_client consumer, the id the
+// receiving client is pinned with.
+const headerPinID = "Nats-Pin-Id"
+
+// unpin hands the priority groups this copy is pinned in to another copy
+// at once, instead of after their timeout: on a clean stop every message
+// it took is settled, so nothing of a key is left for the next copy to
+// overtake. A group another copy holds by now is left alone.
+func (r *runner) unpin() {
+	pin, _ := r.pin.Load().(string)
+	if pin == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := r.js.Consumer(ctx, r.cfg.Stream, r.cfg.Consumer)
+	if err != nil {
+		r.logger.Warn("not unpinned on stop", "err", err)
+		return
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		r.logger.Warn("not unpinned on stop", "err", err)
+		return
+	}
+	for _, g := range info.PriorityGroups {
+		if g.PinnedClientID != pin {
+			continue
+		}
+		stream, err := r.js.Stream(ctx, r.cfg.Stream)
+		if err == nil {
+			err = stream.UnpinConsumer(ctx, r.cfg.Consumer, g.Group)
+		}
+		if err != nil {
+			r.logger.Warn("not unpinned on stop", "group", g.Group, "err", err)
+		}
+	}
 }
 
 // consume subscribes to the consumer and pumps its messages to the lanes
@@ -169,6 +215,9 @@ func (r *runner) pump(ctx context.Context, it jetstream.MessagesContext) (receiv
 			return received, err
 		}
 		received, missed = true, 0
+		if pin := m.Headers().Get(headerPinID); pin != "" {
+			r.pin.Store(pin)
+		}
 		lane := r.lanes[0]
 		if r.cfg.OrderKey != nil {
 			h := fnv.New32a()

@@ -372,15 +372,3 @@ func (s *system) consumerHasWork(stream, consumer string) bool {
 	info, err := cons.Info(context.Background())
 	return err == nil && info.NumPending+uint64(info.NumAckPending) > 0
 }
-
-// unpin moves the pin of a pinned consumer away from a stopped copy, as
-// an operator does with `nats consumer unpin` when a worker is replaced:
-// otherwise the new copy waits out the pinned client's timeout.
-func (s *system) unpin(t *testing.T, stream, consumer string) {
-	t.Helper()
-	st, err := s.in.JS.Stream(context.Background(), stream)
-	require.NoError(t, err)
-	if err := st.UnpinConsumer(context.Background(), consumer, "ordered"); err != nil {
-		t.Logf("unpin %s/%s: %v", stream, consumer, err)
-	}
-}

@@ -467,11 +467,6 @@ func assertInOrder(t *testing.T, got []string, want ...string) {
 // killable is one worker the kill test stops in the middle of a flow.
 type killable struct {
 	name string
-	// pinned are the durable consumers (stream, consumer) the worker reads
-	// in a pinned priority group. A new copy gets them once the stopped
-	// copy's pin is moved, as an operator does with `nats consumer unpin`
-	// when replacing a worker; else after priority_timeout.
-	pinned [][2]string
 	// waiting reports that work for the stopped worker has piled up.
 	waiting func(s *system, session uuid.UUID) bool
 	// atStart stops the worker before the session starts: the start is
@@ -491,18 +486,15 @@ func TestKillAWorker(t *testing.T) {
 		return func(s *system, _ uuid.UUID) bool { return s.consumerHasWork(stream, consumer) }
 	}
 	for _, k := range []killable{
-		{name: "acl", pinned: [][2]string{{bus.StreamSidecarEvents, acl.Consumer}},
-			waiting: backlog(bus.StreamSidecarEvents, acl.Consumer)},
+		{name: "acl", waiting: backlog(bus.StreamSidecarEvents, acl.Consumer)},
 		{name: "commands", waiting: backlog(bus.StreamCommands, cmdhandlers.Consumer)},
 		{name: "outbox", waiting: func(s *system, id uuid.UUID) bool {
 			var n int
 			err := s.in.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE aggregate_id = $1", id).Scan(&n)
 			return err == nil && n > 0
 		}},
-		{name: "relay", pinned: [][2]string{{bus.StreamSidecarCommands, relay.DefaultOutboundConsumer}},
-			waiting: backlog(bus.StreamSidecarCommands, relay.DefaultOutboundConsumer)},
-		{name: "pool", pinned: [][2]string{{bus.StreamEvents, reactions.PoolConsumer}},
-			waiting: backlog(bus.StreamEvents, reactions.PoolConsumer), atStart: true},
+		{name: "relay", waiting: backlog(bus.StreamSidecarCommands, relay.DefaultOutboundConsumer)},
+		{name: "pool", waiting: backlog(bus.StreamEvents, reactions.PoolConsumer), atStart: true},
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			assert.Equal(t, want, runKillFlow(t, s, &k))
@@ -530,10 +522,9 @@ func runKillFlow(t *testing.T, s *system, k *killable) flowResult {
 		if k == nil || k.atStart != atStart {
 			return
 		}
+		// A stopped copy unpins itself, so the new one is not kept
+		// waiting for priority_timeout.
 		s.stopWorker(t, k.name)
-		for _, p := range k.pinned {
-			s.unpin(t, p[0], p[1])
-		}
 	}
 	restart := func(atStart bool, id uuid.UUID) {
 		if k == nil || k.atStart != atStart {
