@@ -13,8 +13,9 @@ import (
 
 // longRunning lists every long-running agentbus component: each needs its
 // own service in compose.yaml.
-var longRunning = []string{"api", "relay", "worker-commands", "worker-outbox", "worker-acl",
-	"worker-sidecar-dispatch", "worker-pool", "worker-delivery", "worker-handoff", "worker-runtime"}
+var longRunning = []string{"api", "relay", "worker-commands", "worker-outbox", "worker-acl", "worker-transcript",
+	"worker-sidecar-dispatch", "worker-pool", "worker-delivery", "worker-handoff", "worker-notify", "worker-timeouts",
+	"worker-autocontinue", "worker-consolidate", "worker-runtime"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
@@ -68,4 +69,19 @@ func TestComposeRunsAThreeNodeNatsCluster(t *testing.T) {
 	}
 	assert.Contains(t, project.Services["redis"].Command, "--appendonly")
 	assert.Equal(t, "3", *project.Services["relay"].Environment["NATS_REPLICAS"])
+}
+
+// TestComposeSharesTheWorkspace: the runtime starts the agents in the
+// sessions' working directories and auto-continue runs the validation
+// criteria there, so both mount the same host directory at /workspace.
+func TestComposeSharesTheWorkspace(t *testing.T) {
+	project := loadCompose(t)
+	var sources []string
+	for _, name := range []string{"worker-runtime", "worker-autocontinue"} {
+		svc := project.Services[name]
+		require.Len(t, svc.Volumes, 1, name)
+		assert.Equal(t, "/workspace", svc.Volumes[0].Target, name)
+		sources = append(sources, svc.Volumes[0].Source)
+	}
+	assert.Equal(t, sources[0], sources[1], "one workspace for both")
 }
