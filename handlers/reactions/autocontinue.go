@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -218,23 +217,7 @@ func lastPercent(out string) (float64, bool) {
 	return v, err == nil
 }
 
-// do sends a command whose id is derived from the causing event and
-// waits for its result. A refusal is logged and returned in the result.
+// do sends an auto-continue command, derived from its cause.
 func (a AutoContinue) do(ctx context.Context, cause, aggregate, name string, id uuid.UUID, data any) (command.Result, error) {
-	cmd, err := command.New(aggregate, name, id, "", data)
-	if err != nil {
-		return command.Result{}, bus.Permanent(err)
-	}
-	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(cause+"/"+name))
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := a.Client.Do(ctx, cmd)
-	if err != nil {
-		return r, fmt.Errorf("%s %s: %w", name, id, err)
-	}
-	if e, ok := command.AsError(r.Err()); ok {
-		slog.Info("auto-continue command refused", "component", "autocontinue", "session_id", id, "command", name,
-			"kind", e.Kind, "error", e.Message)
-	}
-	return r, nil
+	return doDerived(ctx, a.Client, "autocontinue", cause+"/"+name, aggregate, name, id, "", data)
 }

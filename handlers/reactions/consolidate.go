@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -84,23 +83,9 @@ func (c Consolidate) Handle(ctx context.Context, m jetstream.Msg) error {
 		slog.Info("nothing left to consolidate", "component", "consolidate", "session_id", sessionID, "skill_id", job.SkillID)
 		return nil
 	}
-	cmd, err := command.New(domain.AggregateSkill, command.ConsolidateSkill, job.SkillID, "",
-		command.ConsolidateSkillData{PillIDs: pills, UpdatedInstructions: instructions})
-	if err != nil {
-		return bus.Permanent(err)
-	}
-	cmd.ID = uuid.NewSHA1(commandNamespace, []byte("consolidate/"+env.ID))
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := c.Client.Do(ctx, cmd)
-	if err != nil {
-		return fmt.Errorf("consolidate skill %s: %w", job.SkillID, err)
-	}
-	if e, ok := command.AsError(r.Err()); ok {
-		slog.Warn("skill consolidation refused", "component", "consolidate", "session_id", sessionID,
-			"skill_id", job.SkillID, "kind", e.Kind, "error", e.Message)
-	}
-	return nil
+	_, err = doDerived(ctx, c.Client, "consolidate", "consolidate/"+env.ID, domain.AggregateSkill, command.ConsolidateSkill,
+		job.SkillID, "", command.ConsolidateSkillData{PillIDs: pills, UpdatedInstructions: instructions})
+	return err
 }
 
 // lastAgentText is the session's last message of its own agent (not of a

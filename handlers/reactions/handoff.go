@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -212,26 +210,9 @@ func (h Handoff) cancelSessions(ctx context.Context, env bus.Envelope, chainID u
 	return nil
 }
 
-// do sends a command whose id is derived from the causing event and
-// waits for its result. A refusal is final and logged: the aggregate has
-// moved on, and retrying would be refused again.
+// do sends a handoff command, derived from its cause.
 func (h Handoff) do(ctx context.Context, cause, aggregate, name string, id uuid.UUID, owner string, data any) (command.Result, error) {
-	cmd, err := command.New(aggregate, name, id, owner, data)
-	if err != nil {
-		return command.Result{}, bus.Permanent(err)
-	}
-	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(cause+"/"+name+"/"+id.String()))
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := h.Client.Do(ctx, cmd)
-	if err != nil {
-		return r, fmt.Errorf("%s %s: %w", name, id, err)
-	}
-	if e, ok := command.AsError(r.Err()); ok {
-		slog.Info("handoff command refused", "component", "handoff", "aggregate_id", id, "command", name,
-			"kind", e.Kind, "error", e.Message)
-	}
-	return r, nil
+	return doDerived(ctx, h.Client, "handoff", cause+"/"+name+"/"+id.String(), aggregate, name, id, owner, data)
 }
 
 // notFoundIsFinal dead-letters an event about an aggregate that does not

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,9 +18,6 @@ import (
 // PoolConsumer is the durable consumer of the pool reaction. Renaming it
 // replays every event to it: keep it stable.
 const PoolConsumer = "pool"
-
-// commandNamespace derives command ids from the events that cause them.
-var commandNamespace = uuid.MustParse("9c4d2e1f-7a3b-4c5d-8e6f-0a1b2c3d4e5f")
 
 // endingEvents are the events after which a session holds no pool slot.
 var endingEvents = map[string]bool{
@@ -94,25 +88,9 @@ func (p Pool) startNextQueued(ctx context.Context, cause bus.Envelope) error {
 	return err
 }
 
-// do sends a command derived from the causing event and waits for it, so
-// that a redelivered event repeats the same command. A refusal is logged
-// and not retried: the session has moved on.
+// do sends a pool command on the session, derived from its cause.
 func (p Pool) do(ctx context.Context, cause, name string, id uuid.UUID) (command.Result, error) {
-	cmd, err := command.New(domain.AggregateSession, name, id, "", nil)
-	if err != nil {
-		return command.Result{}, bus.Permanent(err)
-	}
-	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(cause+"/"+name))
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := p.Client.Do(ctx, cmd)
-	if err != nil {
-		return r, fmt.Errorf("%s %s: %w", name, id, err)
-	}
-	if e, ok := command.AsError(r.Err()); ok {
-		slog.Info("pool command refused", "component", "pool", "session_id", id, "command", name, "error", e.Message)
-	}
-	return r, nil
+	return doDerived(ctx, p.Client, "pool", cause+"/"+name, domain.AggregateSession, name, id, "", nil)
 }
 
 // allocated reports whether an AllocateSession result started the session.
