@@ -138,6 +138,17 @@ func settled(t testing.TB, js jetstream.JetStream, stream, name string) func() b
 			return false
 		}
 		info, err := c.Info(context.Background())
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.NumRedelivered == 0
+		if err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.NumRedelivered != 0 {
+			return false
+		}
+		// A consumer counts a new message as pending a moment after the
+		// publish is acknowledged: until it has delivered the stream's
+		// last message, zero pending proves nothing.
+		s, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			return false
+		}
+		sinfo, err := s.Info(context.Background())
+		return err == nil && info.Delivered.Stream >= sinfo.State.LastSeq
 	}
 }
