@@ -44,14 +44,8 @@ func (st *stack) transcriptOf(t *testing.T, id uuid.UUID, events ...map[string]a
 		_, err = js.PublishMsg(ctx, msg)
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool {
-		c, err := js.Consumer(ctx, bus.StreamSidecarEvents, projections.Consumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	}, 30*time.Second, 20*time.Millisecond, "the transcript is projected")
+	require.Eventually(t, bustest.CaughtUp(js, bus.StreamSidecarEvents, projections.Consumer),
+		30*time.Second, 20*time.Millisecond, "the transcript is projected")
 }
 
 func raw(typ string, data map[string]any) map[string]any {

@@ -5,6 +5,7 @@ package bustest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -132,4 +133,44 @@ func (inst *instance) shutdown() {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	instances.Delete(srv)
+}
+
+// CaughtUp is a condition for require.Eventually: the durable consumer
+// has been handed every message of stream that its filter takes, and none
+// is pending or waiting for its ack. Zero pending alone is not enough: a
+// consumer counts a message as pending a moment after its publish is
+// acknowledged.
+func CaughtUp(js jetstream.JetStream, stream, consumer string) func() bool {
+	return func() bool {
+		ctx := context.Background()
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		if err != nil || info.NumPending != 0 || info.NumAckPending != 0 {
+			return false
+		}
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return false
+		}
+		filters := info.Config.FilterSubjects
+		if info.Config.FilterSubject != "" {
+			filters = append(filters, info.Config.FilterSubject)
+		}
+		if len(filters) == 0 {
+			filters = []string{">"}
+		}
+		for _, f := range filters {
+			last, err := s.GetLastMsgForSubject(ctx, f)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil || info.Delivered.Stream < last.Sequence {
+				return false
+			}
+		}
+		return true
+	}
 }

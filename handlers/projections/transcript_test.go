@@ -149,14 +149,8 @@ func (s *stack) count(t *testing.T, table string, id uuid.UUID) int {
 // caughtUp waits until the transcript consumer has handled every message.
 func (s *stack) caughtUp(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		c, err := s.js.Consumer(context.Background(), bus.StreamSidecarEvents, projections.Consumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	}, 30*time.Second, 20*time.Millisecond, "the transcript worker caught up")
+	require.Eventually(t, bustest.CaughtUp(s.js, bus.StreamSidecarEvents, projections.Consumer),
+		30*time.Second, 20*time.Millisecond, "the transcript worker caught up")
 }
 
 // replay hands every stored raw event of session id to h, from the

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/bustest"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/projections"
@@ -102,14 +103,8 @@ func TestApprovedConsolidationConsolidatesTheSkill(t *testing.T) {
 	// A redelivered approval repeats a command that changes nothing.
 	f.republish(t, bus.EventSubject(domain.AggregateSession, consolidation.String(), "agent_session_approved"))
 	f.republish(t, bus.EventSubject(domain.AggregateSession, work.String(), "agent_session_approved"))
-	require.Eventually(t, func() bool {
-		info, err := f.js.Consumer(context.Background(), bus.StreamEvents, reactions.ConsolidateConsumer)
-		if err != nil {
-			return false
-		}
-		ci, err := info.Info(context.Background())
-		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Stream >= 1
-	}, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, bustest.CaughtUp(f.js, bus.StreamEvents, reactions.ConsolidateConsumer),
+		30*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 2, f.skill(t, skill).SkillVersion())
 }
 

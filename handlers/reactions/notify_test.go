@@ -168,14 +168,8 @@ func sessionEvent(t *testing.T, session uuid.UUID, owner string, e domain.Event)
 // settled waits until a consumer has handled everything it was given.
 func settled(t *testing.T, js jetstream.JetStream, consumer string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		c, err := js.Consumer(context.Background(), bus.StreamEvents, consumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	}, 30*time.Second, 50*time.Millisecond, "%s never caught up", consumer)
+	require.Eventually(t, bustest.CaughtUp(js, bus.StreamEvents, consumer),
+		30*time.Second, 50*time.Millisecond, "%s never caught up", consumer)
 }
 
 func TestARedeliveredEventMakesNoSecondNotification(t *testing.T) {
