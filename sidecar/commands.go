@@ -250,18 +250,10 @@ func (r *runner) onAnswer(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id := d.ToolUseID
-	if id == "" && len(r.questions) == 1 {
-		// The control plane knows the question, not the engine's id for it.
-		for only := range r.questions {
-			id = only
-		}
-	}
-	ch, ok := r.questions[id]
+	ch, ok := takeWaiter(r.questions, d.ToolUseID)
 	if !ok {
 		return fmt.Errorf("no question %s: %w", d.ToolUseID, errNotPending)
 	}
-	delete(r.questions, id)
 	ch <- d.Answer
 	return nil
 }
@@ -276,17 +268,10 @@ func (r *runner) onPlanDecision(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id := d.ToolUseID
-	if id == "" && len(r.plans) == 1 {
-		for only := range r.plans {
-			id = only
-		}
-	}
-	ch, ok := r.plans[id]
+	ch, ok := takeWaiter(r.plans, d.ToolUseID)
 	if !ok {
 		return fmt.Errorf("no plan %s: %w", d.ToolUseID, errNotPending)
 	}
-	delete(r.plans, id)
 	ch <- engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
 	return nil
 }
@@ -301,11 +286,26 @@ func (r *runner) onPermission(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch, ok := r.perms[d.RequestID]
+	ch, ok := takeWaiter(r.perms, d.RequestID)
 	if !ok {
 		return fmt.Errorf("no permission request %s: %w", d.RequestID, errNotPending)
 	}
-	delete(r.perms, d.RequestID)
 	ch <- engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
 	return nil
+}
+
+// takeWaiter removes and returns the channel a turn waits on for the
+// answer to id. An empty id takes the only one waiting: the control plane
+// knows the question or plan, not the engine's id for it.
+func takeWaiter[T any](waiting map[string]chan T, id string) (chan T, bool) {
+	if id == "" && len(waiting) == 1 {
+		for only := range waiting {
+			id = only
+		}
+	}
+	ch, ok := waiting[id]
+	if ok {
+		delete(waiting, id)
+	}
+	return ch, ok
 }
