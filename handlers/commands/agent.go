@@ -111,11 +111,8 @@ func handOff(now Clock) Handler {
 		if err != nil {
 			return nil, err
 		}
-		s, err := sessions.Get(ctx, tx, cmd.AggregateID)
+		s, err := ownSession(ctx, tx, cmd, cmd.AggregateID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		at := now().UTC()
@@ -174,11 +171,8 @@ func recordAgentMemoryPill(now Clock) Handler {
 		if err := required("sessionId", in.SessionID); err != nil {
 			return nil, err
 		}
-		s, err := sessions.Get(ctx, tx, in.SessionID)
+		s, err := ownSession(ctx, tx, cmd, in.SessionID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(s.EnabledSkillIDs(), cmd.AggregateID) {

@@ -60,11 +60,8 @@ func createChain(now Clock) Handler {
 		if err := required("firstSessionId", in.FirstSessionID); err != nil {
 			return nil, err
 		}
-		s, err := sessions.Get(ctx, tx, in.FirstSessionID)
+		s, err := ownSession(ctx, tx, cmd, in.FirstSessionID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		if id := s.ChainID(); id != nil && *id == cmd.AggregateID {
@@ -113,11 +110,8 @@ func initiateHandoff(now Clock) Handler {
 		if err != nil {
 			return nil, err
 		}
-		s, err := sessions.Get(ctx, tx, cmd.AggregateID)
+		s, err := ownSession(ctx, tx, cmd, cmd.AggregateID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		if s.Status() != domain.StatusContextExhausted {

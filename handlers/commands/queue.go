@@ -22,11 +22,8 @@ func onQueue[T any](now Clock, apply func(q *domain.SessionMessageQueue, in T, s
 		if err != nil {
 			return nil, err
 		}
-		s, err := sessions.Get(ctx, tx, cmd.AggregateID)
+		s, err := ownSession(ctx, tx, cmd, cmd.AggregateID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		q, err := queues.Update(ctx, tx, s.ID(), s.OwnerID(), func(q *domain.SessionMessageQueue) error {

@@ -52,6 +52,19 @@ func onSession[T any](now Clock, apply func(s *domain.AgentSession, in T, at tim
 	}
 }
 
+// ownSession loads the session id for cmd; another owner's session is
+// refused as if it did not exist.
+func ownSession(ctx context.Context, tx pgx.Tx, cmd command.Command, id uuid.UUID) (*domain.AgentSession, error) {
+	s, err := sessions.Get(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // checkOwner refuses a person's command on another owner's aggregate as if
 // it did not exist. Internal commands carry no owner.
 func checkOwner(cmd command.Command, owner, what string) error {

@@ -27,11 +27,8 @@ func registerSessionLog(d *Dispatcher, now Clock) {
 			return nil, &domain.ValidationError{FieldName: "content",
 				Message: fmt.Sprintf("must be at most %d characters, not %d", command.MaxLogDecisionChars, n)}
 		}
-		s, err := sessions.Get(ctx, tx, cmd.AggregateID)
+		s, err := ownSession(ctx, tx, cmd, cmd.AggregateID)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkOwner(cmd, s.OwnerID().String(), "session"); err != nil {
 			return nil, err
 		}
 		chunk := domain.SessionLogChunk{Content: in.Content, RecordedAt: now().UTC()}
