@@ -101,12 +101,9 @@ func (s *Server) addChainRoutes(api huma.API) {
 }
 
 func (s *Server) listChains(ctx context.Context, in *listChainsInput) (*chainListOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	page, err := s.deps.Queries.ListChains(ctx, queries.ListChainsParams{Owner: owner,
 		Status: domain.ChainStatus(in.Status), Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}})

@@ -28,12 +28,9 @@ func (s *Server) addPoolRoutes(api huma.API) {
 }
 
 func (s *Server) getPool(ctx context.Context, _ *struct{}) (*poolOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	u, err := s.deps.Queries.PoolUtilization(ctx, owner)
 	if err != nil {

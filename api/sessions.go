@@ -241,15 +241,24 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 
 // readSession checks the caller and the store, and parses the session id.
 func (s *Server) readSession(ctx context.Context, rawID string) (owner, id uuid.UUID, err error) {
-	if owner, err = ownerUUID(ctx); err != nil {
-		return
-	}
-	if s.deps.Queries == nil {
-		err = unavailable("queries")
+	if owner, err = s.reader(ctx); err != nil {
 		return
 	}
 	id, err = parseID("path.id", rawID)
 	return
+}
+
+// reader returns the owner a read endpoint answers for, once it knows it
+// can answer (503 without queries).
+func (s *Server) reader(ctx context.Context) (uuid.UUID, error) {
+	owner, err := ownerUUID(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if s.deps.Queries == nil {
+		return uuid.Nil, unavailable("queries")
+	}
+	return owner, nil
 }
 
 // parseID parses an id that Huma already checked is a UUID.
@@ -262,12 +271,9 @@ func parseID(field, raw string) (uuid.UUID, error) {
 }
 
 func (s *Server) listSessions(ctx context.Context, in *listSessionsInput) (*sessionListOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	page, err := s.deps.Queries.ListSessions(ctx, queries.ListSessionsParams{Owner: owner,
 		Status: domain.SessionStatus(in.Status), Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}})
@@ -288,12 +294,9 @@ func (s *Server) listSessions(ctx context.Context, in *listSessionsInput) (*sess
 }
 
 func (s *Server) history(ctx context.Context, in *historyInput) (*historyOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	if !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To) {
 		return nil, NewKindError(KindValidation, "from must be before to").WithField("query.from")

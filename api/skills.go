@@ -153,12 +153,9 @@ func (s *Server) createSkill(ctx context.Context, in *createSkillInput) (*create
 }
 
 func (s *Server) listSkills(ctx context.Context, in *listSkillsInput) (*skillListOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	page, err := s.deps.Queries.ListSkills(ctx, queries.ListSkillsParams{Owner: owner, IsActive: isActiveFilter(in.IsActive),
 		Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}})

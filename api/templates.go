@@ -238,12 +238,9 @@ func (s *Server) createTemplate(ctx context.Context, in *createTemplateInput) (*
 }
 
 func (s *Server) listTemplates(ctx context.Context, in *listTemplatesInput) (*templateListOutput, error) {
-	owner, err := ownerUUID(ctx)
+	owner, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.deps.Queries == nil {
-		return nil, unavailable("queries")
 	}
 	page, err := s.deps.Queries.ListTemplates(ctx, queries.ListTemplatesParams{Owner: owner, IsActive: isActiveFilter(in.IsActive),
 		Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}})
