@@ -226,6 +226,15 @@ type fakeSidecar struct {
 
 func (s *system) sidecar(id uuid.UUID) *fakeSidecar { return &fakeSidecar{rdb: s.in.Redis, id: id} }
 
+// runningSession starts a session for owner, waits until it runs, and returns it
+// with the sidecar the test plays for it.
+func (s *system) runningSession(t *testing.T, owner string, data agentcmd.StartSessionData) (uuid.UUID, *fakeSidecar) {
+	t.Helper()
+	id := s.startSession(t, owner, data)
+	s.waitStatus(t, id, domain.StatusRunning)
+	return id, s.sidecar(id)
+}
+
 // sidecarCommand is one entry of the session's command stream.
 type sidecarCommand struct {
 	Type      string

@@ -33,9 +33,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("FullSessionToApproval", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{Objective: "Add input validation"})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{Objective: "Add input validation"})
 		cfg := sc.waitStarted(t)
 		assert.Equal(t, id.String(), cfg.SessionID)
 		assert.Equal(t, "Add input validation", cfg.Objective)
@@ -64,9 +62,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("PauseAndResume", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		s.do(t, owner, domain.AggregateSession, agentcmd.PauseSession, id, nil)
@@ -86,9 +82,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("InterruptThenFollowUp", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		s.do(t, owner, domain.AggregateSession, agentcmd.InterruptSession, id, nil)
@@ -109,9 +103,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("CancelWhileRunning", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		s.do(t, owner, domain.AggregateSession, agentcmd.CancelSession, id, nil)
@@ -166,9 +158,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("QuestionAnswered", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		sc.toolUse(t, "toolu_q1", "AskUserQuestion", map[string]any{"questions": []any{map[string]any{
@@ -191,9 +181,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("PlanApprovedAndRejected", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		sc.toolUse(t, "toolu_p0", "EnterPlanMode", map[string]any{})
@@ -226,10 +214,8 @@ func TestE2E(t *testing.T) {
 
 	t.Run("ToolPermissionAllowedAndDenied", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{
 			ToolApproval: &domain.ToolApprovalPolicy{Mode: domain.ApprovalAll, Timeout: time.Hour, OnTimeout: domain.TimeoutDeny}})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
 		cfg := sc.waitStarted(t)
 		assert.Equal(t, []string{"*"}, cfg.PermissionPolicy.RequireApproval, "the sidecar asks for every tool")
 
@@ -263,10 +249,8 @@ func TestE2E(t *testing.T) {
 
 	t.Run("ToolPermissionTimedOut", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{
 			ToolApproval: &domain.ToolApprovalPolicy{Mode: domain.ApprovalAll, Timeout: time.Second, OnTimeout: domain.TimeoutDeny}})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
 		sc.waitStarted(t)
 		sc.toolUse(t, "toolu_r3", "Bash", map[string]any{"command": "make deploy"})
 		sc.send(t, protocol.EventPermissionRequest, map[string]any{"request_id": "r3", "tool_use_id": "toolu_r3",
@@ -287,9 +271,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("BudgetWarningThenAutoPause", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{BudgetCapUsd: domain.Dollars(1)})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{BudgetCapUsd: domain.Dollars(1)})
 		sc.waitStarted(t)
 
 		sc.usage(t, 0.5, 10000)
@@ -356,9 +338,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("ImmediateOvertakesQueued", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		queued, immediate := uuid.New(), uuid.New()
@@ -386,9 +366,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("MalformedRawEventIsDeadLettered", func(t *testing.T) {
 		owner := s.owner()
-		id := s.startSession(t, owner, agentcmd.StartSessionData{})
-		s.waitStatus(t, id, domain.StatusRunning)
-		sc := s.sidecar(id)
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
 		sc.waitStarted(t)
 
 		ts := fmt.Sprint(time.Now().UnixMilli())
