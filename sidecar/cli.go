@@ -79,6 +79,9 @@ func Main(ctx context.Context, args []string) error {
 	}
 	opts.Config = cfg
 	end, err := Run(ctx, opts)
+	if errors.Is(err, ErrSuspended) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

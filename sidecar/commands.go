@@ -209,7 +209,7 @@ func (r *runner) onStop(e protocol.Entry) error {
 	if d.TimeoutMS < 0 {
 		return errors.New("timeout_ms is negative")
 	}
-	r.requestStop(e.CommandID, true, time.Duration(d.TimeoutMS)*time.Millisecond, d.Force)
+	r.requestStop(e.CommandID, time.Duration(d.TimeoutMS)*time.Millisecond, d.Force)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/agentbus/agentbus/sidecar/engine"
@@ -13,8 +12,21 @@ import (
 func (r *runner) loop(ctx context.Context) {
 	in := engine.Input{Kind: engine.InputObjective, Text: r.config().Objective}
 	first := true
+	if r.config().ResumeEngineSessionID != "" {
+		// A sidecar started again: its predecessor ran the objective. The
+		// turn it may have left open is over; the agent waits for a message.
+		first = false
+		r.mu.Lock()
+		r.more = false
+		r.mu.Unlock()
+		r.emitLog(protocol.TurnCompleted{})
+	}
 	for {
 		r.mu.Lock()
+		if r.suspended {
+			r.mu.Unlock()
+			return
+		}
 		if r.stop != nil {
 			r.mu.Unlock()
 			r.finishStop(false)
@@ -95,20 +107,24 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 	if len(acks) > 0 {
 		r.interrupted = true
 	}
-	stopping, exhausted, handoff := r.stop != nil, r.exhausted, r.handoff
+	stopping, exhausted, handoff, suspended := r.stop != nil, r.exhausted, r.handoff, r.suspended
 	var done *protocol.TurnCompleted
-	if cause == nil && err == nil && handoff == nil && !exhausted && !stopping {
+	if cause == nil && err == nil && handoff == nil && !exhausted && !stopping && !suspended {
 		r.turns++
-		final := !r.more && len(r.immediate) == 0 && len(r.queued) == 0 && len(r.reloads) == 0 &&
-			!r.cfg.StayIdle && !r.paused && !r.interrupted
+		workDone := !r.more && len(r.immediate) == 0 && len(r.queued) == 0 && len(r.reloads) == 0 &&
+			!r.paused && !r.interrupted
 		done = &protocol.TurnCompleted{
 			CostUSD: roundCost(r.turnCost), TotalCostUSD: roundCost(r.totalCost),
-			DurationMS: time.Since(started).Milliseconds(), NumTurns: r.turns, Final: final,
+			DurationMS: time.Since(started).Milliseconds(), NumTurns: r.turns,
+			Final: workDone && !r.cfg.StayIdle, Done: workDone,
 		}
 	}
 	r.mu.Unlock()
 
 	switch {
+	case suspended:
+		r.emitInterruptAcks(acks)
+		return true
 	case stopping:
 		r.emitInterruptAcks(acks)
 		r.finishStop(false)
@@ -137,10 +153,27 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 	return false
 }
 
+// suspend cuts the running turn short and makes the loop return without
+// ending the session.
+func (r *runner) suspend() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.suspended = true
+	if r.turnCancel != nil {
+		r.turnCancel(errSuspended)
+	}
+	r.notifyLocked()
+}
+
+func (r *runner) isSuspended() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.suspended
+}
+
 // requestStop stops the agent: it cuts the running turn short and, when the
-// agent has not stopped within timeout, ends the session anyway. byCommand
-// is false for a stop caused by a signal.
-func (r *runner) requestStop(commandID string, byCommand bool, timeout time.Duration, force bool) {
+// agent has not stopped within timeout, ends the session anyway.
+func (r *runner) requestStop(commandID string, timeout time.Duration, force bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if timeout <= 0 {
@@ -158,10 +191,7 @@ func (r *runner) requestStop(commandID string, byCommand bool, timeout time.Dura
 	} else if force {
 		r.stop.timer.Reset(0)
 	}
-	if byCommand {
-		r.stop.byCommand = true
-		r.stop.commandIDs = append(r.stop.commandIDs, commandID)
-	}
+	r.stop.commandIDs = append(r.stop.commandIDs, commandID)
 }
 
 // forceStop ends a session whose agent did not stop in time.
@@ -177,17 +207,12 @@ func (r *runner) finishStop(forced bool) bool {
 	r.mu.Lock()
 	r.stop.timer.Stop()
 	ids := append([]string(nil), r.stop.commandIDs...)
-	byCommand := r.stop.byCommand
 	r.mu.Unlock()
 	acks := make([]protocol.Event, 0, len(ids))
 	for _, id := range ids {
 		acks = append(acks, protocol.StopAck{CommandID: id, Forced: forced})
 	}
-	end := r.sessionEnd(protocol.StatusSuccess, protocol.ReasonStopped, nil)
-	if !byCommand {
-		end = r.sessionEnd(protocol.StatusError, protocol.ReasonTerminated, errors.New("the sidecar was told to exit by a signal"))
-	}
-	return r.finish(end, acks...)
+	return r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonStopped, nil), acks...)
 }
 
 // finishExhausted writes context_exhausted, the handoff document and

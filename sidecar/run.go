@@ -88,12 +88,20 @@ var (
 	errSteered     = errors.New("immediate steering message")
 	errStopped     = errors.New("stopped")
 	errExhausted   = errors.New("context window exhausted")
+	errSuspended   = errors.New("suspended by a signal")
 )
 
+// ErrSuspended is returned by Run when a signal (ctx) stopped the sidecar
+// before its session ended: it wrote no session_end, so the session goes
+// on, and the sidecar started for it next resumes the agent.
+var ErrSuspended = errors.New("sidecar: suspended before the session ended")
+
 // Run runs the session until it ends and returns its session_end. A
-// cancelled ctx (SIGTERM) stops the agent like a stop command and ends the
-// session with reason "terminated". Run returns an error only when the
-// options are invalid or the session_end could not be written.
+// cancelled ctx (SIGTERM) suspends the sidecar: the agent's turn is cut
+// short, its engine closed, and Run returns ErrSuspended without writing
+// session_end, because the session is not over: its runtime starts a
+// sidecar again, which resumes the agent. Run returns another error only
+// when the options are invalid or the session_end could not be written.
 func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	opts.setDefaults()
 	if err := opts.Validate(); err != nil {
@@ -118,6 +126,9 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 		return r.endEarly(protocol.ReasonConfigError, fmt.Errorf("start the %s engine: %w", opts.Config.Engine, err))
 	}
 	r.sess = sess
+	if err := r.rdb.Set(base, protocol.EngineKey(r.id), sess.ID(), 0).Err(); err != nil {
+		r.log.Warn("engine session id not stored: a restart cannot resume the agent", "error", err)
+	}
 	r.emitLog(protocol.SessionStarted{
 		Engine: opts.Config.Engine, EngineSessionID: sess.ID(), Model: sess.Model(),
 		WorkingDirectory: opts.Config.WorkingDirectory, Resumed: opts.Config.ResumeEngineSessionID != "",
@@ -141,16 +152,21 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	case <-r.forced:
 		r.log.Warn("agent did not stop within the timeout; abandoned")
 	case <-ctx.Done():
-		r.requestStop("", false, 0, false)
+		r.suspend()
 		select {
 		case <-loopDone:
-		case <-r.forced:
+		case <-time.After(r.config().StopTimeout()):
+			r.log.Warn("agent did not stop within the timeout; abandoned")
 		}
 	}
 	stopReading()
 	<-readDone
 	r.closeSession()
 	end, ok := r.out.final()
+	if !ok && r.isSuspended() {
+		r.log.Info("sidecar suspended; the session goes on")
+		return end, ErrSuspended
+	}
 	if !ok {
 		return end, errors.New("sidecar: the session ended without a session_end")
 	}
@@ -167,20 +183,21 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 // runner is one session's sidecar. Fields below mu are shared by the loop,
 // the command reader and the engine's calls into the Host.
 type runner struct {
-	id      string
-	opts    Options
-	log     *slog.Logger
-	rdb     *redis.Client
-	out     *emitter
-	start   time.Time
-	sess    engine.Session
-	forced  chan struct{}
-	force   sync.Once
-	mu      sync.Mutex
-	endErr  error // why the final events could not be written
-	cfg     protocol.Config
-	changed chan struct{} // closed and replaced on every change the loop waits for
-	closing bool          // the session is ending: handle no more commands
+	id        string
+	opts      Options
+	log       *slog.Logger
+	rdb       *redis.Client
+	out       *emitter
+	start     time.Time
+	sess      engine.Session
+	forced    chan struct{}
+	force     sync.Once
+	mu        sync.Mutex
+	endErr    error // why the final events could not be written
+	cfg       protocol.Config
+	changed   chan struct{} // closed and replaced on every change the loop waits for
+	closing   bool          // the session is ending: handle no more commands
+	suspended bool          // a signal stopped the sidecar; the session goes on
 
 	turnCancel context.CancelCauseFunc // set while a turn runs
 	waiting    int                     // engine calls waiting for a person
@@ -209,7 +226,6 @@ type runner struct {
 
 type stopRequest struct {
 	commandIDs []string
-	byCommand  bool
 	timer      *time.Timer
 }
 

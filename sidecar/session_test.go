@@ -1,13 +1,17 @@
 package sidecar_test
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/sidecar"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -189,14 +193,58 @@ func TestUnknownScenarioEndsTheSessionWithAConfigError(t *testing.T) {
 	assert.Len(t, h.poll(), 1, "only the session_end")
 }
 
-func TestCancelledContextEndsTheSessionAsTerminated(t *testing.T) {
+func TestCancelledContextSuspendsWithoutEndingTheSession(t *testing.T) {
 	t.Parallel()
 	h := start(t, scriptConfig(t, "long"))
 	h.waitTool("Bash")
 	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(wait):
+		t.Fatalf("sidecar did not stop; events: %s", h.dump())
+	}
+	require.ErrorIs(t, h.err, sidecar.ErrSuspended)
+	assert.Empty(t, h.ofType(protocol.EventSessionEnd, protocol.EventStopAck), "the session goes on: %s", h.dump())
+	engineID, err := h.rdb.Get(context.Background(), protocol.EngineKey(h.id)).Result()
+	require.NoError(t, err, "the engine's session id is kept for the next sidecar")
+	started := decode[protocol.SessionStarted](t, h.ofType(protocol.EventSessionStarted)[0])
+	assert.Equal(t, started.EngineSessionID, engineID)
+}
+
+func TestResumedSidecarClosesTheOpenTurnAndWaitsForAMessage(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "default")
+	cfg.StayIdle = true
+	cfg.ResumeEngineSessionID = "script-resumed-0001"
+	h := start(t, cfg)
+	h.waitType(protocol.EventTurnCompleted)
+	started := decode[protocol.SessionStarted](t, h.ofType(protocol.EventSessionStarted)[0])
+	assert.True(t, started.Resumed)
+	assert.Equal(t, "script-resumed-0001", started.EngineSessionID)
+	assert.Empty(t, h.ofType(protocol.EventAssistantMessage), "the objective is not run again: %s", h.dump())
+
+	h.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{MessageID: uuid.NewString(), Content: "Go on", Priority: protocol.PriorityQueued})
+	h.waitType(protocol.EventMessageDelivered)
+	h.waitFor("the message's turn completed", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+	})
+	assert.Empty(t, h.ofType(protocol.EventSessionEnd), "it stays idle")
+}
+
+func TestStayIdleSidecarReportsItsWorkDoneAndWaits(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "default")
+	cfg.StayIdle = true
+	h := start(t, cfg)
+	done := h.waitFor("the work is done", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+	})
+	tc := decode[protocol.TurnCompleted](t, done)
+	assert.False(t, tc.Final, "no session_end follows")
+	h.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{MessageID: uuid.NewString(), Content: "One more thing", Priority: protocol.PriorityImmediate})
+	h.waitType(protocol.EventMessageDelivered)
+	assert.Empty(t, h.ofType(protocol.EventSessionEnd), "it stays idle: %s", h.dump())
+	h.send(protocol.CommandStop, protocol.Stop{})
 	end := h.waitEnd()
-	assert.Equal(t, protocol.StatusError, end.Status)
-	assert.Equal(t, protocol.ReasonTerminated, end.Reason)
-	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
-	assert.Empty(t, h.ofType(protocol.EventStopAck), "no stop command was sent")
+	assert.Equal(t, protocol.ReasonStopped, end.Reason)
 }

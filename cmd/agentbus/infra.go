@@ -31,6 +31,12 @@ type infra struct {
 	DatabaseURL string
 	RedisURL    string
 	NATSURL     string
+	// APIURL is this deployment's HTTP API, handed to agents; empty when
+	// the process serves none (AGENTBUS_API_URL names it then).
+	APIURL string
+	// DataDir is where this process keeps its files; empty means
+	// $AGENTBUS_DATA_DIR, else .agentbus.
+	DataDir string
 
 	stops []func()
 }
@@ -43,6 +49,19 @@ func (in *infra) Close() {
 }
 
 func (in *infra) onClose(f func()) { in.stops = append(in.stops, f) }
+
+// dataDir returns the absolute data directory, created if missing.
+func (in *infra) dataDir() (string, error) {
+	dir := in.DataDir
+	if dir == "" {
+		dir = envOr("AGENTBUS_DATA_DIR", ".agentbus")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
 
 // Checks returns the readiness checks of the connections that are open.
 func (in *infra) Checks() *health.Checks {

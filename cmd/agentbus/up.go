@@ -54,7 +54,7 @@ func runUp(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	in := &infra{}
+	in := &infra{DataDir: dataDir, APIURL: "http://" + cfg.httpAddr}
 	defer in.Close()
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err

@@ -25,7 +25,15 @@ import (
 	"github.com/agentbus/agentbus/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain doubles as the agentbus binary for `agentbus sidecar`: the
+// runtime of an `up` under test starts its sidecars from this executable.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "sidecar" {
+		main()
+		return
+	}
+	testenv.Main(m)
+}
 
 func freePort(t *testing.T) int {
 	t.Helper()

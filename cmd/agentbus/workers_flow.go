@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/projections"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/engine/claude"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 )
 
@@ -111,17 +112,20 @@ func init() {
 		},
 	}
 	workers["runtime"] = worker{
-		summary: "start each allocated session's sidecar (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
+		summary: "keep one sidecar per live session: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
 		needs:   needPostgres | needNATS | needRedis,
 		conns:   func() int { return 2 },
 		run: func(ctx context.Context, in *infra) error {
-			mode := launcher.Mode(envOr("AGENTBUS_RUNTIME", string(launcher.ModeProcess)))
-			logDir := filepath.Join(envOr("AGENTBUS_DATA_DIR", ".agentbus"), "log", "sidecars")
-			if err := os.MkdirAll(logDir, 0o755); err != nil {
+			engine := os.Getenv("AGENTBUS_ENGINE")
+			dataDir, err := in.dataDir()
+			if err != nil {
 				return err
 			}
-			l, err := launcher.New(launcher.Config{Mode: mode, Redis: in.Redis, RedisURL: in.RedisURL,
-				APIURL: os.Getenv("AGENTBUS_API_URL"), LogDir: logDir})
+			l, err := launcher.New(launcher.Config{
+				Mode: launcher.Mode(envOr("AGENTBUS_RUNTIME", string(launcher.ModeProcess))), Redis: in.Redis, RedisURL: in.RedisURL,
+				APIURL: envOr("AGENTBUS_API_URL", in.APIURL), Env: engineEnv(engine),
+				LogDir: filepath.Join(dataDir, "log", "sidecars"), ConfigDir: filepath.Join(dataDir, "sidecars"),
+			})
 			if err != nil {
 				return err
 			}
@@ -129,9 +133,27 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return reactions.Runtime{JS: in.JS, DB: in.Pool, Launcher: l, Client: client, Engine: os.Getenv("AGENTBUS_ENGINE")}.Run(ctx)
+			return reactions.Runtime{JS: in.JS, DB: in.Pool, Redis: in.Redis, Launcher: l, Client: client, Engine: engine}.Run(ctx)
 		},
 	}
+}
+
+// engineEnv is what the engine's sidecars are told beyond the variables
+// they inherit (launcher.DefaultInheritEnv): the claude engine gets the
+// CLI that this process finds, so a sidecar in another directory runs the
+// same one.
+func engineEnv(engine string) []string {
+	if engine != claude.Name || os.Getenv(claude.EnvBinary) != "" {
+		return nil
+	}
+	bin, err := claude.FindBinary()
+	if err != nil {
+		return nil // the sidecar reports the missing CLI as its session's failure
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	return []string{claude.EnvBinary + "=" + bin}
 }
 
 // withClient runs a worker that sends commands with the infra's client.

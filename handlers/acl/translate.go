@@ -76,9 +76,16 @@ func translate(ev relay.Event) (translation, error) {
 	case "turn_completed":
 		d, err := decode[protocol.TurnCompleted](ev)
 		tr := translation{activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data))}
-		// The final turn is followed at once by session_end, which records
-		// the output; ending the turn first would leave nothing to record it on.
-		if !d.Final {
+		switch {
+		case d.Final:
+			// session_end follows at once and records the output; ending the
+			// turn first would leave nothing to record it on.
+		case d.Done:
+			// The agent's work is done and its sidecar stays for follow-ups:
+			// the output is ready now. The engine may have worked on after
+			// its last turn ended, so the session runs again first.
+			tr.commands = []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordAgentOutput, command.OutputData{})}
+		default:
 			tr.commands = []outgoing{sessionCmd(command.RecordTurnCompleted, nil)}
 		}
 		return tr, err

@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
@@ -24,35 +30,73 @@ import (
 // Renaming it replays every event to it: keep it stable.
 const RuntimeConsumer = "runtime"
 
-// Runtime is the seed's IAgentRuntime: when a session gets a pool slot it
-// has the relay carry the session's streams and starts the session's
-// sidecar through the launcher (in external mode the launcher starts
-// nothing and someone else runs the sidecar); when the session ends it
-// lets the relay drain and stop.
+// DefaultReconcileInterval is how often the runtime compares the sidecars
+// it runs with the sessions that need one.
+const DefaultReconcileInterval = 2 * time.Second
+
+// permissionFallback is how much later than the session's own permission
+// timeout a sidecar denies an unanswered tool call by itself: the session
+// decides, and the sidecar's timer only covers a control plane that is
+// gone.
+const permissionFallback = 30 * time.Second
+
+// Runtime is the seed's IAgentRuntime. It keeps exactly one live sidecar
+// for every session that holds a pool slot and is not over, and none for a
+// session that is over:
+//   - when a session gets a pool slot it has the relay carry the session's
+//     streams and starts its sidecar, which stays while the session is Idle
+//     or Interrupted, waiting for the next message;
+//   - a sidecar that exited without ending its session (a crash, kill -9,
+//     a restart of the runtime) is started again, resuming its engine's
+//     conversation, so a follow-up still reaches an agent that has its
+//     context;
+//   - when the session ends it stops the sidecar and lets the relay drain;
+//   - a cancel that no sidecar can acknowledge (none runs) is confirmed
+//     here, so no session waits for an ack that cannot come.
+//
+// In external mode the launcher starts nothing and someone else runs the
+// sidecars; the runtime then only activates and deactivates the relay.
 type Runtime struct {
 	JS       jetstream.JetStream
 	DB       *pgxpool.Pool
+	Redis    *redis.Client
 	Launcher *launcher.Launcher
 	// Client issues each sidecar its agent API key (IssueSidecarKey).
 	Client *command.Client
 	// Engine is the sidecar engine: script (default) or claude.
 	Engine string
+	// ReconcileInterval is how often the sidecars are compared with the
+	// sessions; zero means DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+
+	locks *sessionLocks
 }
 
-// Run consumes the allocation and ending events until ctx ends.
+// Run consumes the allocation and ending events and reconciles the
+// sidecars until ctx ends; then it stops every sidecar it runs, which the
+// next run starts again.
 func (r Runtime) Run(ctx context.Context) error {
 	if err := r.Launcher.Start(ctx); err != nil {
 		return err
 	}
 	defer r.Launcher.Close()
+	r.locks = &sessionLocks{held: map[uuid.UUID]*sessionLock{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.reconcileLoop(ctx)
+	}()
+	defer wg.Wait()
 	return bus.Run(ctx, r.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: RuntimeConsumer, Handler: r.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
-		FilterSubjects: []string{"agents.evt.session.*.session_allocated", "agents.evt.session.*.session_released"},
+		FilterSubjects: []string{"agents.evt.session.*.session_allocated", "agents.evt.session.*.session_released",
+			"agents.evt.session.*.session_cancel_requested"},
 	})
 }
 
-// Handle starts or lets go of one session's sidecar.
+// Handle starts, stops or stands in for one session's sidecar.
 func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
@@ -62,13 +106,21 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	kv, err := relay.SessionsKV(ctx, r.JS)
-	if err != nil {
-		return err
+	switch env.Type {
+	case "session_released":
+		return r.release(ctx, id)
+	case "session_cancel_requested":
+		return r.confirmCancelIfNoSidecar(ctx, env, id)
 	}
-	if env.Type == "session_released" {
-		return relay.Deactivate(ctx, kv, id.String())
-	}
+	return r.ensure(ctx, id, false)
+}
+
+// ensure starts the session's sidecar unless it runs or the session does
+// not need one; resume continues the engine's conversation of the
+// sidecar that ran it before.
+func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
+	unlock := r.locks.lock(id)
+	defer unlock()
 	s, err := postgres.Sessions{}.Get(ctx, r.DB, id)
 	if errors.Is(err, postgres.ErrNotFound) {
 		return bus.Permanent(err)
@@ -77,7 +129,11 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	if !s.Status().HasSidecar() {
-		return nil // it ended before its sidecar started
+		return r.Launcher.Forget(ctx, id.String()) // it ended before its sidecar (re)started
+	}
+	kv, err := relay.SessionsKV(ctx, r.JS)
+	if err != nil {
+		return err
 	}
 	if err := relay.Activate(ctx, kv, id.String()); err != nil {
 		return err
@@ -85,12 +141,134 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	if _, running := r.Launcher.PID(id.String()); running {
 		return nil // a redelivered allocation
 	}
+	cfg := sidecarConfig(s, r.Engine)
+	if resume {
+		engineID, err := r.Redis.Get(ctx, protocol.EngineKey(id.String())).Result()
+		switch {
+		case err == nil:
+			cfg.ResumeEngineSessionID = engineID
+		case !errors.Is(err, redis.Nil):
+			return err
+		}
+	}
+	if r.Launcher.Process() {
+		// The session's directory is created on demand, inside the owner's
+		// part of the workspace that the API checked it is in.
+		if err := os.MkdirAll(cfg.WorkingDirectory, 0o755); err != nil {
+			return fmt.Errorf("working directory of %s: %w", id, err)
+		}
+	}
 	key, err := r.sidecarKey(ctx, id)
 	if err != nil || key == "" {
 		return err
 	}
-	_, err = r.Launcher.StartSession(ctx, sidecarConfig(s, r.Engine), key)
+	_, err = r.Launcher.StartSession(ctx, cfg, key)
+	if errors.Is(err, launcher.ErrClosed) {
+		return nil // shutting down: the next run starts it
+	}
 	return err
+}
+
+// release stops the sidecar of a session that ended and lets the relay
+// drain its streams.
+func (r Runtime) release(ctx context.Context, id uuid.UUID) error {
+	unlock := r.locks.lock(id)
+	err := r.Launcher.Stop(id.String())
+	if errors.Is(err, launcher.ErrNotRunning) {
+		err = r.Launcher.Forget(ctx, id.String())
+	}
+	unlock()
+	if err != nil {
+		return err
+	}
+	kv, err := relay.SessionsKV(ctx, r.JS)
+	if err != nil {
+		return err
+	}
+	return relay.Deactivate(ctx, kv, id.String())
+}
+
+// confirmCancelIfNoSidecar confirms the cancel of a session that no
+// sidecar runs and none will run again: nothing else could acknowledge
+// its stop. In external mode the sidecar is not ours to know of.
+func (r Runtime) confirmCancelIfNoSidecar(ctx context.Context, env bus.Envelope, id uuid.UUID) error {
+	if !r.Launcher.Process() {
+		return nil
+	}
+	unlock := r.locks.lock(id)
+	_, running := r.Launcher.PID(id.String())
+	exited, err := r.Launcher.Exited(ctx)
+	unlock()
+	if err != nil {
+		return err
+	}
+	if running || slices.Contains(exited, id.String()) {
+		return nil // its sidecar acknowledges the stop, now or once started again
+	}
+	_, err = doDerived(ctx, r.Client, "runtime", env.ID+"/"+command.ConfirmCancelled,
+		domain.AggregateSession, command.ConfirmCancelled, id, "", nil)
+	return err
+}
+
+// reconcileLoop starts again the sidecars that exited without ending their
+// session and stops those whose session is over, at every interval and as
+// soon as a sidecar exits.
+func (r Runtime) reconcileLoop(ctx context.Context) {
+	every := r.ReconcileInterval
+	if every <= 0 {
+		every = DefaultReconcileInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("sidecars not reconciled", "component", "runtime", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.Launcher.Exits():
+		}
+	}
+}
+
+func (r Runtime) reconcile(ctx context.Context) error {
+	exited, err := r.Launcher.Exited(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range exited {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			errs = append(errs, r.Launcher.Forget(ctx, s))
+			continue
+		}
+		if err := r.ensure(ctx, id, true); err != nil {
+			errs = append(errs, fmt.Errorf("start the sidecar of %s again: %w", id, err))
+		}
+	}
+	running := r.Launcher.Running()
+	ids := make([]uuid.UUID, 0, len(running))
+	for _, h := range running {
+		if id, err := uuid.Parse(h.SessionID); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	statuses, err := queries.SessionStatuses(ctx, r.DB, ids)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, id := range ids {
+		if st, ok := statuses[id]; !ok || !st.HasSidecar() {
+			slog.Info("stopping the sidecar of a session that is over", "component", "runtime", "session_id", id, "status", st)
+			if err := r.release(ctx, id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sidecarKey issues a new agent API key for the sidecar about to start,
@@ -118,11 +296,13 @@ func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
 	return out.APIKey, nil
 }
 
-// sidecarConfig composes what the sidecar of s needs to know.
+// sidecarConfig composes what the sidecar of s needs to know. The sidecar
+// stays idle between turns, waiting for the session's next message, until
+// its session is over.
 func sidecarConfig(s *domain.AgentSession, engine string) protocol.Config {
 	cfg := protocol.Config{
 		SessionID: s.ID().String(), Engine: engine, Model: s.ModelID(),
-		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(),
+		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(), StayIdle: true,
 	}
 	policy := s.ToolApproval()
 	switch policy.Mode {
@@ -131,9 +311,46 @@ func sidecarConfig(s *domain.AgentSession, engine string) protocol.Config {
 	case domain.ApprovalList:
 		cfg.PermissionPolicy.RequireApproval = policy.Tools
 	}
-	cfg.PermissionPolicy.TimeoutMS = policy.Timeout.Milliseconds()
+	timeout := policy.Timeout
+	if timeout <= 0 {
+		timeout = domain.DefaultPermissionTimeout
+	}
+	cfg.PermissionPolicy.TimeoutMS = (timeout + permissionFallback).Milliseconds()
 	if chain := s.ChainID(); chain != nil {
 		cfg.ChainID = chain.String()
 	}
 	return cfg
+}
+
+// sessionLocks serialises what the runtime does for one session.
+type sessionLocks struct {
+	mu   sync.Mutex
+	held map[uuid.UUID]*sessionLock
+}
+
+type sessionLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks the session's mutex and returns its unlock; a mutex nobody
+// holds or waits for is dropped.
+func (l *sessionLocks) lock(id uuid.UUID) func() {
+	l.mu.Lock()
+	m, ok := l.held[id]
+	if !ok {
+		m = &sessionLock{}
+		l.held[id] = m
+	}
+	m.users++
+	l.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.users--; m.users == 0 {
+			delete(l.held, id)
+		}
+		l.mu.Unlock()
+	}
 }

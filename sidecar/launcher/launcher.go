@@ -2,13 +2,16 @@
 // starts one sidecar per session and watches it.
 //
 // In process mode it spawns `agentbus sidecar --session <id> --config
-// <file>` on this host, in the session's working directory, with the agent
-// API's URL and the session's key in the environment. It records every
-// sidecar it runs in Redis (agentbus:launcher:<name>:sidecars), notices a
-// sidecar that exits without writing session_end and writes one for it
-// (status error, InfrastructureError). A launcher that restarts re-adopts
-// the sidecars still running and ends cleanly the sessions of those that
-// died meanwhile.
+// <file>` on this host, in the session's working directory, with an
+// allow-listed environment: the agent API's URL, the session's key and the
+// engine's settings, never the server's secrets. It records every sidecar
+// it runs in Redis (agentbus:launcher:<name>:sidecars). A sidecar that exits
+// without ending its session (a crash, kill -9, a signal) keeps its record,
+// marked exited, so that its runtime starts it again; one that crashes too
+// often has its session ended for it (status error, InfrastructureError).
+// Close stops every sidecar and keeps their records: the launcher's next
+// run starts them again, and they resume their agents. A launcher that
+// restarts after being killed re-adopts the sidecars still running.
 //
 // In external mode it starts nothing: it leaves the composed config under
 // agent:session:{<id>}:config for a sidecar someone else runs, and agentbus
@@ -43,7 +46,13 @@ const (
 	ModeExternal Mode = "external"
 )
 
-// Errors of StartSession and Kill.
+// DefaultInheritEnv are the variables a sidecar inherits by default: what
+// a process needs to run, and the engines' own settings (the claude
+// engine's binary, model endpoint and key).
+var DefaultInheritEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ",
+	"ANTHROPIC_*", "AGENTBUS_CLAUDE_*"}
+
+// Errors of StartSession and Stop.
 var (
 	ErrAlreadyRunning = errors.New("launcher: the session's sidecar is already running")
 	ErrNotRunning     = errors.New("launcher: no sidecar of this launcher runs the session")
@@ -69,8 +78,8 @@ type Config struct {
 	// ANTHROPIC_API_KEY for the claude engine.
 	Env []string
 	// InheritEnv names the variables of this process a sidecar inherits;
-	// nothing else leaks to the agent (no database URL, for one). Default:
-	// PATH, HOME, USER, LANG, LC_ALL, TMPDIR, TZ.
+	// a name ending in "*" is a prefix. Nothing else reaches the agent (no
+	// database URL or token secret, for one). Default: DefaultInheritEnv.
 	InheritEnv []string
 	// ConfigDir receives each session's config file (mode 0600), removed
 	// when the sidecar is gone. Default: <temp dir>/agentbus-sidecars.
@@ -84,6 +93,14 @@ type Config struct {
 	// PollInterval is how often an adopted sidecar (not a child of this
 	// process) is checked for life. Default 500ms.
 	PollInterval time.Duration
+	// StopGrace is how long Stop and Close wait for a sidecar to exit after
+	// SIGTERM before they kill its process group. Default 3s.
+	StopGrace time.Duration
+	// MaxCrashes is how many times a session's sidecar may exit without
+	// ending its session within CrashWindow before the launcher ends the
+	// session for it. Default 3 in 2 minutes.
+	MaxCrashes  int
+	CrashWindow time.Duration
 	// Logger receives the launcher's log. Default slog.Default(); lines
 	// carry component=launcher.
 	Logger *slog.Logger
@@ -102,7 +119,7 @@ func (c *Config) setDefaults() {
 		c.Args = []string{"sidecar"}
 	}
 	if c.InheritEnv == nil {
-		c.InheritEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"}
+		c.InheritEnv = DefaultInheritEnv
 	}
 	if c.ConfigDir == "" {
 		c.ConfigDir = filepath.Join(os.TempDir(), "agentbus-sidecars")
@@ -113,6 +130,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 500 * time.Millisecond
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 3 * time.Second
+	}
+	if c.MaxCrashes <= 0 {
+		c.MaxCrashes = 3
+	}
+	if c.CrashWindow <= 0 {
+		c.CrashWindow = 2 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -155,6 +181,9 @@ type Launcher struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
+	// exits is signalled when a sidecar exited without ending its session.
+	exits chan struct{}
+
 	mu      sync.Mutex
 	running map[string]*sidecarProc
 	closed  bool
@@ -165,6 +194,10 @@ type sidecarProc struct {
 	handle Handle
 	rec    record
 	cmd    *exec.Cmd // nil for an adopted sidecar
+	// stopping is set by Stop: the session is over, its record goes.
+	stopping bool
+	// gone is closed once the process has exited and was handled.
+	gone chan struct{}
 }
 
 // record is what Redis keeps about a running sidecar.
@@ -176,6 +209,11 @@ type record struct {
 	ProcStart  uint64 `json:"proc_start,omitempty"`
 	ConfigFile string `json:"config_file,omitempty"`
 	StartedAt  int64  `json:"started_at"`
+	// Exited is set when the sidecar exited without ending its session:
+	// the runtime starts it again.
+	Exited bool `json:"exited,omitempty"`
+	// Crashes are the unix ms times of its recent exits without an end.
+	Crashes []int64 `json:"crashes,omitempty"`
 }
 
 // New returns a launcher; call Start before starting sessions.
@@ -192,32 +230,29 @@ func New(cfg Config) (*Launcher, error) {
 		ctx:     ctx,
 		stop:    stop,
 		running: map[string]*sidecarProc{},
+		exits:   make(chan struct{}, 1),
 	}, nil
 }
 
 // Start takes over the sidecars an earlier run of this launcher recorded:
-// it watches those still running and ends the sessions of those that are
-// gone (with an InfrastructureError session_end unless they wrote their
-// own). In external mode it does nothing.
+// it watches those still running and marks exited those that are gone, so
+// that the runtime starts them again. In external mode it does nothing.
 func (l *Launcher) Start(ctx context.Context) error {
 	if l.cfg.Mode == ModeExternal {
 		return nil
 	}
-	recs, err := l.cfg.Redis.HGetAll(ctx, l.key).Result()
+	recs, err := l.records(ctx)
 	if err != nil {
-		return fmt.Errorf("launcher: read records: %w", err)
+		return err
 	}
-	for id, raw := range recs {
-		var rec record
-		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-			l.log.Error("unreadable record dropped", "session_id", id, "error", err)
-			_ = l.cfg.Redis.HDel(ctx, l.key, id).Err()
+	for id, rec := range recs {
+		p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, gone: make(chan struct{})}
+		if rec.Exited {
 			continue
 		}
-		p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec}
 		if !alive(rec.PID, rec.ProcStart) {
 			l.log.Warn("sidecar gone while the launcher was down", "session_id", id, "pid", rec.PID)
-			l.gone(p, -1, "the sidecar process was gone when the launcher restarted")
+			l.exited(p, -1, "the sidecar process was gone when the launcher restarted")
 			continue
 		}
 		l.mu.Lock()
@@ -230,16 +265,134 @@ func (l *Launcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops watching. Running sidecars go on; a launcher started later
-// with the same name adopts them.
+// records reads this launcher's records; an unreadable one is dropped.
+func (l *Launcher) records(ctx context.Context) (map[string]record, error) {
+	raw, err := l.cfg.Redis.HGetAll(ctx, l.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("launcher: read records: %w", err)
+	}
+	out := make(map[string]record, len(raw))
+	for id, r := range raw {
+		var rec record
+		if err := json.Unmarshal([]byte(r), &rec); err != nil {
+			l.log.Error("unreadable record dropped", "session_id", id, "error", err)
+			if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
+				return nil, fmt.Errorf("launcher: drop a record: %w", err)
+			}
+			continue
+		}
+		out[id] = rec
+	}
+	return out, nil
+}
+
+// Exited returns the sessions whose sidecar exited without ending its
+// session and is not running again yet: the runtime starts each again, or
+// forgets it when its session is over.
+func (l *Launcher) Exited(ctx context.Context) ([]string, error) {
+	if l.cfg.Mode == ModeExternal {
+		return nil, nil
+	}
+	recs, err := l.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, rec := range recs {
+		if rec.Exited && l.running[id] == nil {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// Exits is signalled when a sidecar exited without ending its session, so
+// the runtime need not wait for its next look at Exited.
+func (l *Launcher) Exits() <-chan struct{} { return l.exits }
+
+// Forget drops the record of a session whose sidecar is not running, so it
+// is not started again: its session is over.
+func (l *Launcher) Forget(ctx context.Context, sessionID string) error {
+	l.mu.Lock()
+	running := l.running[sessionID] != nil
+	l.mu.Unlock()
+	if running {
+		return nil
+	}
+	return l.cfg.Redis.HDel(ctx, l.key, sessionID).Err()
+}
+
+// Close stops every sidecar this launcher runs (SIGTERM, then SIGKILL to
+// the process groups still there after StopGrace) and stops watching. The
+// sidecars' records stay, marked exited: a launcher started later with the
+// same name starts them again, and they resume their agents.
 func (l *Launcher) Close() error {
 	l.mu.Lock()
 	l.closed = true
+	procs := make([]*sidecarProc, 0, len(l.running))
+	for _, p := range l.running {
+		procs = append(procs, p)
+	}
 	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.terminate(p)
+		}()
+	}
+	wg.Wait()
 	l.stop()
 	l.wg.Wait()
 	return nil
 }
+
+// Stop ends the sidecar of a session that is over: SIGTERM to its process
+// group, SIGKILL after StopGrace. Its record goes. It returns once the
+// process has exited, and ErrNotRunning when none runs the session.
+func (l *Launcher) Stop(sessionID string) error {
+	l.mu.Lock()
+	p := l.running[sessionID]
+	if p != nil {
+		p.stopping = true
+	}
+	l.mu.Unlock()
+	if p == nil {
+		return ErrNotRunning
+	}
+	l.terminate(p)
+	return nil
+}
+
+// terminate signals p's process group to exit and waits for it, killing
+// it after StopGrace.
+func (l *Launcher) terminate(p *sidecarProc) {
+	pid := p.rec.PID
+	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGTERM) // not a group leader (adopted from an older launcher)
+	}
+	select {
+	case <-p.gone:
+		return
+	case <-time.After(l.cfg.StopGrace):
+	}
+	l.log.Warn("sidecar did not exit after SIGTERM; killed", "session_id", p.handle.SessionID, "pid", pid)
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	select {
+	case <-p.gone:
+	case <-time.After(l.cfg.StopGrace):
+		l.log.Error("sidecar still there after SIGKILL", "session_id", p.handle.SessionID, "pid", pid)
+	}
+}
+
+// Process reports whether the launcher runs sidecars itself (process
+// mode), so that it knows which ones live.
+func (l *Launcher) Process() bool { return l.cfg.Mode == ModeProcess }
 
 // Running returns the handles of the sidecars this launcher watches.
 func (l *Launcher) Running() []Handle {
@@ -261,18 +414,4 @@ func (l *Launcher) PID(sessionID string) (int, bool) {
 		return 0, false
 	}
 	return p.rec.PID, true
-}
-
-// Kill ends the session's sidecar and its children at once (SIGKILL to
-// its process group), for a hard stop such as an exhausted budget; the
-// launcher then reports the session's end as for any dead sidecar.
-func (l *Launcher) Kill(sessionID string) error {
-	pid, ok := l.PID(sessionID)
-	if !ok {
-		return ErrNotRunning
-	}
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
-		return syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return nil
 }

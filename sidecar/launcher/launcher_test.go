@@ -69,12 +69,7 @@ func (e *env) launcher(mode launcher.Mode, apiURL string) *launcher.Launcher {
 	})
 	require.NoError(e.t, err)
 	require.NoError(e.t, l.Start(context.Background()))
-	e.t.Cleanup(func() {
-		for _, h := range l.Running() {
-			_ = l.Kill(h.SessionID)
-		}
-		_ = l.Close()
-	})
+	e.t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 
@@ -191,7 +186,7 @@ func TestSidecarGetsTheAgentAPIURLAndSessionKey(t *testing.T) {
 	assert.Equal(t, []string{"/api/agent/sessions/" + cfg.SessionID + "/handoff secret-key"}, got)
 }
 
-func TestKilledSidecarIsReportedWithinFiveSeconds(t *testing.T) {
+func TestKilledSidecarIsMarkedToStartAgainWithoutEndingItsSession(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	l := e.launcher(launcher.ModeProcess, "")
@@ -203,66 +198,140 @@ func TestKilledSidecarIsReportedWithinFiveSeconds(t *testing.T) {
 	require.True(t, ok)
 
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	end := endOf(t, e.waitEvent(cfg.SessionID, protocol.EventSessionEnd, 5*time.Second))
-	assert.Equal(t, protocol.StatusError, end.Status)
+	select {
+	case <-l.Exits():
+	case <-time.After(wait):
+		t.Fatal("the exit was not signalled")
+	}
+	exited, err := l.Exited(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{cfg.SessionID}, exited)
+	for _, ev := range e.events(cfg.SessionID) {
+		require.NotEqual(t, protocol.EventSessionEnd, ev.Type, "the session goes on")
+	}
+
+	// Started again, it runs; forgotten, it is not listed.
+	_, err = l.StartSession(context.Background(), cfg, "k2")
+	require.NoError(t, err)
+	exited, err = l.Exited(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, exited)
+	require.NoError(t, l.Stop(cfg.SessionID))
+	assert.Empty(t, e.recorded(), "a stopped sidecar leaves no record")
+}
+
+func TestSidecarThatKeepsCrashingHasItsSessionEnded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	l, err := launcher.New(launcher.Config{
+		Mode: launcher.ModeProcess, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe,
+		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name, MaxCrashes: 2,
+	})
+	require.NoError(t, err)
+	require.NoError(t, l.Start(context.Background()))
+	t.Cleanup(func() { _ = l.Close() })
+	cfg := config(t, "long")
+	for i := range 2 {
+		_, err := l.StartSession(context.Background(), cfg, "k")
+		require.NoError(t, err)
+		pid, _ := l.PID(cfg.SessionID)
+		e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		if i == 0 {
+			<-l.Exits()
+		}
+	}
+	end := endOf(t, e.waitEvent(cfg.SessionID, protocol.EventSessionEnd, wait))
 	assert.Equal(t, protocol.ReasonInfrastructureError, end.Reason)
 	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
-	assert.Equal(t, -1, end.ExitCode)
-	assert.Contains(t, end.Error, "signal: killed")
+	assert.Contains(t, end.Error, "2 exits within")
 	require.Eventually(t, func() bool { return len(e.recorded()) == 0 }, wait, 20*time.Millisecond)
 }
 
-func TestRestartedLauncherAdoptsLiveSidecarsAndEndsGoneOnes(t *testing.T) {
+func TestCloseStopsEverySidecarAndKeepsThemToStartAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	first := e.launcher(launcher.ModeProcess, "")
-	live, dead := config(t, "long"), config(t, "long")
-	for _, cfg := range []protocol.Config{live, dead} {
-		_, err := first.StartSession(context.Background(), cfg, "k")
+	l := e.launcher(launcher.ModeProcess, "")
+	var pids []int
+	var ids []string
+	for range 2 {
+		cfg := config(t, "long")
+		_, err := l.StartSession(context.Background(), cfg, "k")
 		require.NoError(t, err)
 		e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+		pid, _ := l.PID(cfg.SessionID)
+		pids, ids = append(pids, pid), append(ids, cfg.SessionID)
 	}
-	livePID, _ := first.PID(live.SessionID)
-	deadPID, _ := first.PID(dead.SessionID)
-	t.Cleanup(func() { _ = syscall.Kill(livePID, syscall.SIGKILL) })
-
-	// The launcher goes away; its sidecars do not. One dies meanwhile,
-	// unnoticed.
-	require.NoError(t, first.Close())
-	require.NoError(t, syscall.Kill(deadPID, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return syscall.Kill(deadPID, 0) != nil }, wait, 20*time.Millisecond, "reaped")
-	assert.ElementsMatch(t, []string{live.SessionID, dead.SessionID}, e.recorded())
-	for _, ev := range e.events(dead.SessionID) {
-		require.NotEqual(t, protocol.EventSessionEnd, ev.Type, "nobody reported it yet")
+	require.NoError(t, l.Close())
+	for _, pid := range pids {
+		assert.Error(t, syscall.Kill(pid, 0), "sidecar %d is gone once Close returns", pid)
 	}
-
-	second := e.launcher(launcher.ModeProcess, "")
-	end := endOf(t, e.waitEvent(dead.SessionID, protocol.EventSessionEnd, 5*time.Second))
-	assert.Equal(t, protocol.ReasonInfrastructureError, end.Reason)
-	running := second.Running()
-	require.Len(t, running, 1)
-	assert.Equal(t, live.SessionID, running[0].SessionID)
-	assert.ElementsMatch(t, []string{live.SessionID}, e.recorded())
-
-	// The adopted sidecar is watched: its death is reported too.
-	require.NoError(t, syscall.Kill(livePID, syscall.SIGKILL))
-	end = endOf(t, e.waitEvent(live.SessionID, protocol.EventSessionEnd, 5*time.Second))
-	assert.Equal(t, protocol.ReasonInfrastructureError, end.Reason)
-	assert.Contains(t, end.Error, "gone")
+	for _, id := range ids {
+		for _, ev := range e.events(id) {
+			require.NotEqual(t, protocol.EventSessionEnd, ev.Type, "the session goes on")
+		}
+	}
+	next := e.launcher(launcher.ModeProcess, "")
+	exited, err := next.Exited(context.Background())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, ids, exited, "the next launcher is told to start them again")
 }
 
-func TestKillEndsTheSidecarAndReportsIt(t *testing.T) {
+func TestRestartedLauncherAdoptsLiveSidecarsAndMarksGoneOnes(t *testing.T) {
 	t.Parallel()
+	e := newEnv(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	// A sidecar left running by a launcher that died, and the record of one
+	// that died with it.
+	live, dead := config(t, "long"), config(t, "long")
+	cmd := exec.Command(exe, "sidecar", "--session", live.SessionID)
+	cmd.Env = []string{"REDIS_URL=" + e.redisURL, `AGENTBUS_SIDECAR_CONFIG={"objective":"x","script":{"scenario":"long"}}`}
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait() }()
+	e.waitEvent(live.SessionID, protocol.EventSessionStarted, wait)
+	recs := map[string]any{
+		live.SessionID: fmt.Sprintf(`{"runtime_job_id":"process:old:%d:1","pid":%d,"started_at":1}`, cmd.Process.Pid, cmd.Process.Pid),
+		dead.SessionID: `{"runtime_job_id":"process:old:999999:1","pid":999999,"started_at":1}`,
+	}
+	require.NoError(t, e.rdb.HSet(context.Background(), "agentbus:launcher:"+e.name+":sidecars", recs).Err())
+
+	l := e.launcher(launcher.ModeProcess, "")
+	running := l.Running()
+	require.Len(t, running, 1)
+	assert.Equal(t, live.SessionID, running[0].SessionID)
+	exited, err := l.Exited(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{dead.SessionID}, exited)
+
+	// The adopted sidecar is watched: its death marks it too.
+	require.NoError(t, cmd.Process.Kill())
+	require.Eventually(t, func() bool {
+		exited, err := l.Exited(context.Background())
+		return err == nil && len(exited) == 2
+	}, wait, 20*time.Millisecond)
+}
+
+func TestSidecarInheritsOnlyTheAllowedEnvironment(t *testing.T) {
+	t.Setenv("AGENTBUS_JWT_SECRET", "server-secret")
+	t.Setenv("DATABASE_URL", "postgres://server-secret@127.0.0.1/x")
+	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/model")
+	t.Setenv("AGENTBUS_CLAUDE_BIN", "/opt/claude")
 	e := newEnv(t)
 	l := e.launcher(launcher.ModeProcess, "")
 	cfg := config(t, "long")
 	_, err := l.StartSession(context.Background(), cfg, "k")
 	require.NoError(t, err)
 	e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
-	require.NoError(t, l.Kill(cfg.SessionID))
-	end := endOf(t, e.waitEvent(cfg.SessionID, protocol.EventSessionEnd, 5*time.Second))
-	assert.Equal(t, protocol.ReasonInfrastructureError, end.Reason)
-	assert.ErrorIs(t, l.Kill(cfg.SessionID), launcher.ErrNotRunning)
+	pid, _ := l.PID(cfg.SessionID)
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	environ := string(raw)
+	assert.NotContains(t, environ, "server-secret")
+	assert.Contains(t, environ, "ANTHROPIC_BASE_URL=http://127.0.0.1:9/model")
+	assert.Contains(t, environ, "AGENTBUS_CLAUDE_BIN=/opt/claude")
 }
 
 func TestExternalModeStartsNothingAndLeavesTheConfigInRedis(t *testing.T) {

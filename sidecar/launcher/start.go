@@ -76,8 +76,9 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	rec := record{
 		RuntimeJobID: fmt.Sprintf("process:%s:%d:%d", l.cfg.Name, pid, started),
 		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started,
+		Crashes: l.crashes(ctx, id),
 	}
-	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd}
+	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd, gone: make(chan struct{})}
 	if err := l.store(ctx, id, rec); err != nil {
 		// Untracked, the sidecar could not be watched across a restart.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -97,18 +98,15 @@ func (l *Launcher) command(id, file, dir, apiKey string) (*exec.Cmd, func(), err
 	args := append(append([]string(nil), l.cfg.Args...), "--session", id, "--config", file)
 	cmd := exec.Command(l.cfg.Binary, args...)
 	cmd.Dir = dir
-	env := make([]string, 0, len(l.cfg.InheritEnv)+len(l.cfg.Env)+3)
-	for _, name := range l.cfg.InheritEnv {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
+	env := inherited(l.cfg.InheritEnv, os.Environ())
 	env = append(env, "REDIS_URL="+l.cfg.RedisURL, "AGENTBUS_API_URL="+l.cfg.APIURL, "AGENTBUS_SESSION_KEY="+apiKey)
 	cmd.Env = append(env, l.cfg.Env...)
 	// Its own process group: a signal to the launcher's group (Ctrl-C)
-	// does not reach it, and Kill reaches its children too. It outlives the
-	// launcher, which re-adopts it after a restart.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// does not reach it before the launcher stops it in order, and a signal
+	// to the group reaches the engine's children too. Should the launcher
+	// die without stopping it (kill -9), the kernel sends it SIGTERM, so no
+	// sidecar is left behind; the next launcher starts it again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	// The output is a file, never a pipe, so a sidecar keeps writing its
 	// log after the launcher is gone.
 	if l.cfg.LogDir == "" {
@@ -134,11 +132,40 @@ func (l *Launcher) store(ctx context.Context, id string, rec record) error {
 	return nil
 }
 
+// inherited returns the variables of environ that names allows; a name
+// ending in "*" allows every variable with that prefix.
+func inherited(names, environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		for _, n := range names {
+			if prefix, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(name, prefix) || n == name {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// crashes returns the recent crash times recorded for the session.
+func (l *Launcher) crashes(ctx context.Context, id string) []int64 {
+	raw, err := l.cfg.Redis.HGet(ctx, l.key, id).Bytes()
+	if err != nil {
+		return nil
+	}
+	var rec record
+	if json.Unmarshal(raw, &rec) != nil {
+		return nil
+	}
+	return rec.Crashes
+}
+
 // wait waits for a child sidecar to exit.
 func (l *Launcher) wait(p *sidecarProc) {
 	_ = p.cmd.Wait()
 	st := p.cmd.ProcessState
-	l.gone(p, st.ExitCode(), st.String())
+	l.exited(p, st.ExitCode(), st.String())
 }
 
 // poll checks an adopted sidecar until it is gone.
@@ -152,46 +179,99 @@ func (l *Launcher) poll(p *sidecarProc) {
 			return
 		case <-t.C:
 			if !alive(p.rec.PID, p.rec.ProcStart) {
-				l.gone(p, -1, "the adopted sidecar process is gone")
+				l.exited(p, -1, "the adopted sidecar process is gone")
 				return
 			}
 		}
 	}
 }
 
-// gone handles a sidecar that exited: unless it wrote session_end, one is
-// written for it. A closed launcher leaves this to its successor.
-func (l *Launcher) gone(p *sidecarProc, exitCode int, how string) {
+// exited handles a sidecar that exited. One that ended its session, or
+// that Stop ended, leaves no record. One that exited without ending its
+// session is marked exited for the runtime to start again, unless it
+// crashed MaxCrashes times within CrashWindow: then its session is ended
+// for it.
+func (l *Launcher) exited(p *sidecarProc, exitCode int, how string) {
+	defer close(p.gone)
 	id := p.handle.SessionID
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
 	if l.running[id] == p {
 		delete(l.running, id)
 	}
+	stopping, closed := p.stopping, l.closed
 	l.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	wrote, err := reportEnd(ctx, l.cfg.Redis, id, exitCode, how)
-	switch {
-	case err != nil:
-		// The record stays: the next Start tries again.
-		l.log.Error("session_end for a dead sidecar not written", "session_id", id, "error", err)
-		return
-	case wrote:
-		l.log.Warn("sidecar exited without session_end; reported", "session_id", id, "exit_code", exitCode, "how", how)
-	default:
-		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
-	}
-	if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
-		l.log.Warn("record not removed", "session_id", id, "error", err)
-	}
 	if p.rec.ConfigFile != "" {
 		_ = os.Remove(p.rec.ConfigFile)
 	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ended, err := sessionEnded(ctx, l.cfg.Redis, id)
+	if err != nil {
+		l.log.Error("could not tell whether the sidecar ended its session; it will be started again", "session_id", id, "error", err)
+	}
+	rec := p.rec
+	switch {
+	case stopping || ended:
+		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
+		if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
+			l.log.Warn("record not removed", "session_id", id, "error", err)
+		}
+		return
+	case closed:
+		l.log.Info("sidecar stopped with the launcher", "session_id", id, "exit_code", exitCode)
+	default:
+		now := time.Now()
+		rec.Crashes = recent(append(rec.Crashes, now.UnixMilli()), now.Add(-l.cfg.CrashWindow).UnixMilli())
+		if len(rec.Crashes) >= l.cfg.MaxCrashes {
+			l.giveUp(ctx, id, exitCode, fmt.Sprintf("%s; %d exits within %s", how, len(rec.Crashes), l.cfg.CrashWindow))
+			return
+		}
+		l.log.Warn("sidecar exited without ending its session; it will be started again", "session_id", id, "exit_code", exitCode, "how", how)
+	}
+	rec.Exited = true
+	if err := l.store(ctx, id, rec); err != nil {
+		l.log.Error("exited sidecar not recorded", "session_id", id, "error", err)
+	}
+	if !closed {
+		select {
+		case l.exits <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// giveUp ends the session of a sidecar that keeps crashing.
+func (l *Launcher) giveUp(ctx context.Context, id string, exitCode int, how string) {
+	if _, err := reportEnd(ctx, l.cfg.Redis, id, exitCode, how); err != nil {
+		// The record stays, marked exited: the next look tries again.
+		l.log.Error("session_end for a crashing sidecar not written", "session_id", id, "error", err)
+		return
+	}
+	l.log.Error("sidecar keeps crashing; its session ended", "session_id", id, "exit_code", exitCode, "how", how)
+	if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
+		l.log.Warn("record not removed", "session_id", id, "error", err)
+	}
+}
+
+// recent keeps the times at or after since.
+func recent(times []int64, since int64) []int64 {
+	out := times[:0]
+	for _, t := range times {
+		if t >= since {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// sessionEnded reports whether the session's last event is session_end.
+func sessionEnded(ctx context.Context, rdb *redis.Client, sessionID string) (bool, error) {
+	last, err := rdb.XRevRangeN(ctx, protocol.EventsKey(sessionID), "+", "-", 1).Result()
+	if err != nil || len(last) == 0 {
+		return false, err
+	}
+	return last[0].Values["type"] == protocol.EventSessionEnd, nil
 }
 
 // endIfMissing appends a session_end to a stream whose last entry is not
@@ -208,13 +288,13 @@ redis.call('XADD', KEYS[1], '*', 'type', 'session_end', 'data', ARGV[1], 'ts', A
 return 1
 `)
 
-// reportEnd writes the session_end of a sidecar that died without one and
-// reports whether it had to.
+// reportEnd writes the session_end of a sidecar that keeps dying without
+// one and reports whether it had to.
 func reportEnd(ctx context.Context, rdb *redis.Client, sessionID string, exitCode int, how string) (bool, error) {
 	data, err := json.Marshal(protocol.SessionEnd{
 		Status: protocol.StatusError, Reason: protocol.ReasonInfrastructureError,
 		FailureReason: protocol.FailureInfrastructureError, ExitCode: exitCode,
-		Error: "the sidecar exited without session_end (" + how + ")",
+		Error: "the sidecar kept exiting without session_end (" + how + ")",
 	})
 	if err != nil {
 		return false, err

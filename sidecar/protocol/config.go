@@ -61,7 +61,10 @@ type Config struct {
 	// with success when the agent is done and no message waits.
 	StayIdle bool `json:"stay_idle,omitempty"`
 	// ResumeEngineSessionID resumes an earlier engine session (the
-	// engine_session_id of its session_started).
+	// engine_session_id of its session_started): the sidecar of a session
+	// started again after a crash or a restart. The objective is not run
+	// again; the sidecar closes the turn its predecessor may have left open
+	// with a turn_completed and waits for a message or stop.
 	ResumeEngineSessionID string `json:"resume_engine_session_id,omitempty"`
 	// ChainID is the session chain, when the session belongs to one.
 	ChainID string `json:"chain_id,omitempty"`

@@ -179,6 +179,11 @@ type TurnCompleted struct {
 	// Final is true when the session ends right after this turn (a
 	// session_end with reason "completed" follows).
 	Final bool `json:"final"`
+	// Done is true when the agent's work is done: it has nothing of its own
+	// left and no message waits, so its output is ready for review. A
+	// sidecar that stays idle then waits for a message or stop; otherwise
+	// Final is true as well.
+	Done bool `json:"done,omitempty"`
 }
 
 // EventType returns "turn_completed".

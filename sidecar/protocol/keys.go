@@ -19,6 +19,12 @@ func CommandsKey(sessionID string) string { return EventsKey(sessionID) + ":comm
 // sidecar does not handle a command twice.
 func CursorKey(sessionID string) string { return EventsKey(sessionID) + ":cursor" }
 
+// EngineKey returns the key under which a sidecar keeps its engine's own
+// session id, agent:session:{<id>}:engine, so that a sidecar started again
+// after a crash or a restart of its runtime resumes the agent's
+// conversation.
+func EngineKey(sessionID string) string { return EventsKey(sessionID) + ":engine" }
+
 // ConfigKey returns the key under which a launcher in external mode leaves
 // a session's composed config (a JSON Config), agent:session:{<id>}:config.
 func ConfigKey(sessionID string) string { return EventsKey(sessionID) + ":config" }

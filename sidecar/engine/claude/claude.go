@@ -127,6 +127,11 @@ func (e *Engine) environ(api engine.AgentAPI) []string {
 	return append(env, e.Env...)
 }
 
+// FindBinary finds the CLI executable as a sidecar of this process would:
+// $AGENTBUS_CLAUDE_BIN, else DefaultBinary under the executable's parent
+// directory or the working directory or one above it, else claude on PATH.
+func FindBinary() (string, error) { return New().binary() }
+
 // binary finds the CLI executable.
 func (e *Engine) binary() (string, error) {
 	if e.Binary != "" {

@@ -278,11 +278,21 @@ func TestResumedSessionGoesOnWithTheConversation(t *testing.T) {
 	require.Equal(t, protocol.ReasonCompleted, firstEnd.Reason)
 	id := first.started().EngineSessionID
 
-	cfg := w.config("Which word was it?")
+	// A resumed sidecar does not run its objective again: the question
+	// comes as a message, as a follow-up after a restart would.
+	cfg := w.config("Remember the word kumquat.")
 	cfg.ResumeEngineSessionID = id
+	cfg.StayIdle = true
 	second := w.start(cfg)
+	second.waitType(protocol.EventTurnCompleted)
+	second.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{
+		MessageID: "a1b2c3d4-0000-4000-8000-000000000001", Content: "Which word was it?", Priority: protocol.PriorityQueued})
+	second.waitFor("the answer's turn", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+	})
+	second.send(protocol.CommandStop, protocol.Stop{})
 	end := second.waitEnd()
-	assert.Equal(t, protocol.ReasonCompleted, end.Reason)
+	assert.Equal(t, protocol.ReasonStopped, end.Reason)
 
 	started := second.started()
 	assert.True(t, started.Resumed)

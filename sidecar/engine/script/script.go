@@ -56,6 +56,9 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 		http:     client,
 	}
 	sess.cfg = s.Config
+	// A resumed session's scenario was played by the sidecar before it; the
+	// agent answers follow-ups only.
+	sess.done = s.Config.ResumeEngineSessionID != ""
 	return sess, nil
 }
 

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/internal/testenv"
+)
+
+// upUnderTest is `agentbus up` running in the test process with its real
+// runtime: each session's sidecar is a process of this binary (TestMain
+// runs it as `agentbus sidecar`), driving the script engine.
+type upUnderTest struct {
+	t         *testing.T
+	base      string
+	token     string
+	owner     string
+	workspace string
+	redis     *redis.Client
+	stop      func()
+}
+
+const runtimeSecret = "runtime-test-secret"
+
+func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
+	t.Helper()
+	dataDir, err := testenv.TempDir("runtime")
+	require.NoError(t, err)
+	t.Setenv("AGENTBUS_JWT_SECRET", runtimeSecret)
+	t.Setenv("AGENTBUS_RUNTIME", "process")
+	t.Setenv("AGENTBUS_ENGINE", "")
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	redisPort := freePort(t)
+	args := append([]string{"--data-dir", dataDir, "--http", httpAddr,
+		"--nats-port", fmt.Sprint(freePort(t)), "--nats-monitor-port", "0",
+		"--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""},
+		extraArgs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runUp(ctx, args) }()
+	u := &upUnderTest{t: t, base: "http://" + httpAddr, owner: uuid.NewString(), workspace: filepath.Join(dataDir, "workspace")}
+	stopped := false
+	u.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(2 * wait):
+			t.Error("up did not stop")
+		}
+	}
+	t.Cleanup(u.stop)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(u.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 100*time.Millisecond, "up did not become ready")
+	u.token, err = api.NewToken(runtimeSecret, u.owner, time.Hour)
+	require.NoError(t, err)
+	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
+	t.Cleanup(func() { _ = u.redis.Close() })
+	return u
+}
+
+// call sends a request to the API and decodes the answer into out (when
+// not nil); it returns the status code.
+func (u *upUnderTest) call(method, path string, body, out any) int {
+	u.t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(u.t, err)
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, u.base+path, r)
+	require.NoError(u.t, err)
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(u.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(u.t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(u.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
+	}
+	return resp.StatusCode
+}
+
+// must sends a request that must succeed.
+func (u *upUnderTest) must(method, path string, body, out any) {
+	u.t.Helper()
+	var problem json.RawMessage
+	if out == nil {
+		out = &problem
+	}
+	code := u.call(method, path, body, out)
+	require.Less(u.t, code, 300, "%s %s answered %d: %s", method, path, code, problem)
+}
+
+type sessionView struct {
+	ID               string `json:"id"`
+	Status           string `json:"status"`
+	HasPendingReview bool   `json:"hasPendingReview"`
+	Metrics          struct {
+		TurnCount int `json:"turnCount"`
+	} `json:"metrics"`
+}
+
+func (u *upUnderTest) start(body map[string]any) string {
+	u.t.Helper()
+	if _, ok := body["budgetCapUsd"]; !ok && body["templateId"] == nil {
+		body["budgetCapUsd"] = 5
+	}
+	var out struct {
+		Session sessionView `json:"session"`
+	}
+	u.must(http.MethodPost, "/api/agents/sessions", body, &out)
+	require.NotEmpty(u.t, out.Session.ID)
+	return out.Session.ID
+}
+
+func (u *upUnderTest) session(id string) sessionView {
+	u.t.Helper()
+	var s sessionView
+	u.must(http.MethodGet, "/api/agents/sessions/"+id, nil, &s)
+	return s
+}
+
+// waitFor waits until the session satisfies ok.
+func (u *upUnderTest) waitFor(id, what string, ok func(sessionView) bool) sessionView {
+	u.t.Helper()
+	deadline := time.Now().Add(2 * wait)
+	for {
+		s := u.session(id)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("session %s is %+v, not %s; activity: %s", id, s, what, u.activity(id))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (u *upUnderTest) waitStatus(id string, status string) sessionView {
+	u.t.Helper()
+	return u.waitFor(id, status, func(s sessionView) bool { return s.Status == status })
+}
+
+func (u *upUnderTest) waitReview(id string) {
+	u.t.Helper()
+	u.waitFor(id, "Idle awaiting review", func(s sessionView) bool { return s.Status == "Idle" && s.HasPendingReview })
+}
+
+func (u *upUnderTest) activity(id string) string {
+	var raw json.RawMessage
+	u.call(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &raw)
+	return string(raw)
+}
+
+// waitActivity waits until the session's activity mentions text.
+func (u *upUnderTest) waitActivity(id, text string) {
+	u.t.Helper()
+	require.Eventually(u.t, func() bool { return strings.Contains(u.activity(id), text) }, 2*wait, 50*time.Millisecond,
+		"the activity of %s never mentioned %q", id, text)
+}
+
+type queuedMessage struct {
+	MessageID string `json:"messageId"`
+	Status    string `json:"status"`
+}
+
+func (u *upUnderTest) enqueue(id, content, priority string) string {
+	u.t.Helper()
+	var out struct {
+		MessageID string `json:"messageId"`
+	}
+	u.must(http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue", map[string]any{"content": content, "priority": priority}, &out)
+	return out.MessageID
+}
+
+// followUp enqueues a message and waits until the agent took it and its
+// turn ended with output awaiting review.
+func (u *upUnderTest) followUp(id, content, priority string) {
+	u.t.Helper()
+	before := u.session(id).Metrics.TurnCount
+	u.waitDelivered(id, u.enqueue(id, content, priority))
+	u.waitFor(id, "Idle awaiting review after the follow-up's turn", func(s sessionView) bool {
+		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > before
+	})
+}
+
+func (u *upUnderTest) waitDelivered(id, messageID string) {
+	u.t.Helper()
+	deadline := time.Now().Add(2 * wait)
+	for {
+		var q struct {
+			Messages []queuedMessage `json:"messages"`
+		}
+		u.must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &q)
+		for _, m := range q.Messages {
+			if m.MessageID == messageID && m.Status == "Delivered" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("message %s of session %s not delivered: %+v; session %+v", messageID, id, q.Messages, u.session(id))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sidecarPIDs returns the pid of each sidecar the runtime records.
+func (u *upUnderTest) sidecarPIDs() map[string]int {
+	u.t.Helper()
+	host, err := os.Hostname()
+	require.NoError(u.t, err)
+	recs, err := u.redis.HGetAll(context.Background(), "agentbus:launcher:"+host+":sidecars").Result()
+	require.NoError(u.t, err)
+	out := map[string]int{}
+	for id, raw := range recs {
+		var rec struct {
+			PID    int  `json:"pid"`
+			Exited bool `json:"exited"`
+		}
+		require.NoError(u.t, json.Unmarshal([]byte(raw), &rec))
+		if !rec.Exited {
+			out[id] = rec.PID
+		}
+	}
+	return out
+}
+
+func (u *upUnderTest) sidecarPID(id string) int {
+	u.t.Helper()
+	var pid int
+	require.Eventually(u.t, func() bool {
+		pid = u.sidecarPIDs()[id]
+		return pid != 0
+	}, 2*wait, 20*time.Millisecond, "no sidecar runs session %s", id)
+	return pid
+}
+
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return true
+	}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err != nil || strings.Contains(string(raw), ") Z ")
+}
+
+func (u *upUnderTest) waitGone(pid int) {
+	u.t.Helper()
+	require.Eventually(u.t, func() bool { return processGone(pid) }, 2*wait, 20*time.Millisecond, "sidecar process %d is still there", pid)
+}
+
+// TestRuntimeKeepsTheSessionAcrossTurns drives the flows of a session
+// between and around its turns through `up` and its real runtime.
+func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
+	u := startUpWithRuntime(t)
+	dir := func() string { return filepath.Join(u.workspace, u.owner, uuid.NewString()[:8]) }
+
+	t.Run("follow-ups to an Idle session reach the agent", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Say hello"})
+		u.waitReview(id)
+		pid := u.sidecarPID(id)
+
+		u.followUp(id, "Now say goodbye", "Immediate")
+		u.followUp(id, "And once more, queued", "Queued")
+		assert.Equal(t, pid, u.sidecarPID(id), "one sidecar served every turn")
+
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/approve", nil, nil)
+		u.waitStatus(id, "Completed")
+		u.waitGone(pid)
+	})
+
+	t.Run("a queued follow-up posted mid-turn is delivered after the turn", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Pick a database [scenario:question]"})
+		u.waitStatus(id, "WaitingForInput")
+		m := u.enqueue(id, "Then write the migration", "Queued")
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/answer", map[string]any{"answer": "PostgreSQL"}, nil)
+		u.waitDelivered(id, m)
+		u.waitReview(id)
+	})
+
+	t.Run("cancel on Idle ends the session and its sidecar", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Say hello"})
+		u.waitReview(id)
+		pid := u.sidecarPID(id)
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
+		u.waitStatus(id, "Cancelled")
+		u.waitGone(pid)
+	})
+
+	t.Run("close on Idle ends the session and its sidecar", func(t *testing.T) {
+		// A session is Idle without output awaiting review when its turn was
+		// cut short: here by a sidecar crash, after which it is started again.
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Run the suite [scenario:long]"})
+		u.waitStatus(id, "Running")
+		pid := u.sidecarPID(id)
+		u.waitActivity(id, "integration")
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		u.waitFor(id, "Idle without review", func(s sessionView) bool { return s.Status == "Idle" && !s.HasPendingReview })
+		pid = u.sidecarPID(id)
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/close", nil, nil)
+		u.waitStatus(id, "Completed")
+		u.waitGone(pid)
+	})
+
+	t.Run("a pause that times out fails the session and stops its sidecar", func(t *testing.T) {
+		var tmpl struct {
+			ID string `json:"id"`
+		}
+		u.must(http.MethodPost, "/api/agents/templates", map[string]any{
+			"name": "short pause", "modelId": "claude-sonnet-4-5", "allowedTools": []string{"Bash", "Read", "TodoWrite", "Task"},
+			"defaultBudgetCapUsd": 5, "timeouts": map[string]any{"pauseSeconds": 1},
+		}, &tmpl)
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Run the suite [scenario:long]", "templateId": tmpl.ID})
+		u.waitStatus(id, "Running")
+		pid := u.sidecarPID(id)
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/pause", nil, nil)
+		u.waitStatus(id, "Failed")
+		u.waitGone(pid)
+	})
+
+	t.Run("an unanswered permission is denied and the session goes Idle", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Clean up [scenario:permission]",
+			"toolApproval": map[string]any{"mode": "All", "timeoutSeconds": 1, "onTimeout": "Deny"}})
+		u.waitStatus(id, "WaitingForApproval")
+		u.waitReview(id)
+	})
+
+	t.Run("a retried session runs again", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Break [scenario:fail]"})
+		u.waitStatus(id, "Failed")
+		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/retry", map[string]any{"additionalInstruction": "Try again"}, nil)
+		u.waitFor(id, "running again", func(s sessionView) bool { return s.Status != "Queued" && s.Status != "Failed" })
+	})
+
+	t.Run("a sidecar killed mid-turn is started again and takes the follow-up", func(t *testing.T) {
+		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Run the suite [scenario:long]"})
+		u.waitStatus(id, "Running")
+		pid := u.sidecarPID(id)
+		u.waitActivity(id, "integration")
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		require.Eventually(t, func() bool {
+			p := u.sidecarPIDs()[id]
+			return p != 0 && p != pid
+		}, 2*wait, 20*time.Millisecond, "the sidecar was not started again")
+		u.waitStatus(id, "Idle")
+		u.followUp(id, "Report what you have", "Queued")
+	})
+
+	t.Run("stopping up leaves no sidecar behind", func(t *testing.T) {
+		running := u.start(map[string]any{"workingDirectory": dir(), "objective": "Run the suite [scenario:long]"})
+		idle := u.start(map[string]any{"workingDirectory": dir(), "objective": "Say hello"})
+		u.waitStatus(running, "Running")
+		u.waitReview(idle)
+		pids := u.sidecarPIDs()
+		require.NotEmpty(t, pids)
+		u.stop()
+		for id, pid := range pids {
+			assert.True(t, processGone(pid), "the sidecar of %s (pid %d) is still there", id, pid)
+		}
+	})
+}
