@@ -71,17 +71,21 @@ func TestComposeRunsAThreeNodeNatsCluster(t *testing.T) {
 	assert.Equal(t, "3", *project.Services["relay"].Environment["NATS_REPLICAS"])
 }
 
-// TestComposeSharesTheWorkspace: the runtime starts the agents in the
-// sessions' working directories and auto-continue runs the validation
-// criteria there, so both mount the same host directory at /workspace.
+// TestComposeSharesTheWorkspace: the api confines sessions to their
+// owners' part of the workspace and the runtime starts the agents there,
+// so both mount the same host directory at /workspace and are told so;
+// auto-continue, which holds server credentials, mounts none (the
+// sidecars run the validation criteria).
 func TestComposeSharesTheWorkspace(t *testing.T) {
 	project := loadCompose(t)
 	var sources []string
-	for _, name := range []string{"worker-runtime", "worker-autocontinue"} {
+	for _, name := range []string{"api", "worker-runtime"} {
 		svc := project.Services[name]
 		require.Len(t, svc.Volumes, 1, name)
 		assert.Equal(t, "/workspace", svc.Volumes[0].Target, name)
+		assert.Equal(t, "/workspace", *svc.Environment["AGENTBUS_WORKSPACE"], name)
 		sources = append(sources, svc.Volumes[0].Source)
 	}
 	assert.Equal(t, sources[0], sources[1], "one workspace for both")
+	assert.Empty(t, project.Services["worker-autocontinue"].Volumes)
 }

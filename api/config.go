@@ -2,7 +2,10 @@ package api
 
 import (
 	"errors"
+	"path/filepath"
 	"time"
+
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // DevJWTSecret is the HS256 secret `agentbus token` and the api use when
@@ -50,6 +53,10 @@ type Config struct {
 	// default 20.
 	QueueBurst int
 
+	// Workspace is the root of the sessions' working directories: each
+	// owner's sessions work under <Workspace>/<owner id>/. Required.
+	Workspace workspace.Root
+
 	// CommandTimeout is how long a command endpoint waits for the
 	// command's result before answering 504 (the command still runs);
 	// default 10s.
@@ -90,6 +97,9 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	if c.JWTSecret == "" && c.JWKSURL == "" {
 		return errors.New("api: Config.JWTSecret or Config.JWKSURL is required")
+	}
+	if c.Workspace == "" || !filepath.IsAbs(string(c.Workspace)) {
+		return errors.New("api: Config.Workspace, an absolute path, is required")
 	}
 	return nil
 }

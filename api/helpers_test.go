@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +27,9 @@ func newServer(t *testing.T, cfg Config, deps Deps) *Server {
 	t.Helper()
 	if cfg.JWTSecret == "" && cfg.JWKSURL == "" {
 		cfg.JWTSecret = testSecret
+	}
+	if cfg.Workspace == "" {
+		cfg.Workspace = workspace.Root(t.TempDir())
 	}
 	s, err := New(cfg, deps)
 	require.NoError(t, err)

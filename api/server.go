@@ -197,6 +197,9 @@ func OpenAPIDocument(cfg Config) ([]byte, error) {
 	if cfg.JWTSecret == "" {
 		cfg.JWTSecret = DevJWTSecret
 	}
+	if cfg.Workspace == "" {
+		cfg.Workspace = "/workspace" // describing the API touches no directory
+	}
 	s, err := New(cfg, Deps{})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -11,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // sessionNamespace derives a new session's id from the id of the command
@@ -19,7 +22,7 @@ var sessionNamespace = uuid.MustParse("9d3c1a7e-5b2f-4e8d-a6c4-1f0b2e3d4c5a")
 
 // StartSessionRequest starts a standalone session (StartAgentSessionCommand).
 type StartSessionRequest struct {
-	WorkingDirectory string               `json:"workingDirectory" minLength:"1" maxLength:"4096" doc:"The absolute path the agent works in." example:"/home/bruno/src/shop"`
+	WorkingDirectory string               `json:"workingDirectory,omitempty" maxLength:"4096" doc:"Where the agent works: a directory inside your part of the workspace (<workspace>/<your user id>/), given as a path relative to it or as an absolute path; symlinks are followed and must not lead out. By default a new directory named after the session." example:"shop"`
 	Objective        string               `json:"objective" minLength:"1" maxLength:"2000" doc:"What the session must achieve." example:"Add retries with backoff to the HTTP client, with tests."`
 	Name             string               `json:"name,omitempty" maxLength:"200" doc:"A name for the session; by default the objective's first line." example:"HTTP retries"`
 	ModelID          string               `json:"modelId,omitempty" maxLength:"200" doc:"The model to run; by default the template's, or claude-sonnet-4-5 without a template." example:"claude-sonnet-4-5"`
@@ -197,8 +200,14 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 	if err != nil {
 		return nil, NewKindError(KindValidation, "budgetCapUsd must be a finite amount").WithField("budgetCapUsd")
 	}
+	cmdID := CommandID(ctx)
+	id := uuid.NewSHA1(sessionNamespace, cmdID[:])
+	dir, err := s.workingDirectory(ctx, b.WorkingDirectory, id)
+	if err != nil {
+		return nil, err
+	}
 	data := command.StartSessionData{
-		WorkingDirectory: b.WorkingDirectory, Objective: b.Objective, TemplateID: b.TemplateID, SkillIDs: b.SkillIDs,
+		WorkingDirectory: dir, Objective: b.Objective, TemplateID: b.TemplateID, SkillIDs: b.SkillIDs,
 		ModelID: b.ModelID, Name: b.Name, BudgetCapUsd: budget, WarnAtPercent: b.WarnAtPercent, ChainID: b.ChainID,
 	}
 	if a := b.AutoContinue; a != nil {
@@ -224,8 +233,6 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 		}
 		data.ToolApproval = &policy
 	}
-	cmdID := CommandID(ctx)
-	id := uuid.NewSHA1(sessionNamespace, cmdID[:])
 	raw, err := s.send(ctx, domain.AggregateSession, command.StartSession, id, data, startFields)
 	if err != nil {
 		return nil, err
@@ -366,4 +373,22 @@ func (s *Server) getMetrics(ctx context.Context, in *sessionIDInput) (*metricsOu
 		return nil, err
 	}
 	return &metricsOutput{Body: metricsOf(m)}, nil
+}
+
+// workingDirectory confines a new session to its owner's part of the
+// workspace: the requested directory, or one named after the session.
+func (s *Server) workingDirectory(ctx context.Context, requested string, session uuid.UUID) (string, error) {
+	owner, err := ownerUUID(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir, err := s.cfg.Workspace.Resolve(owner, requested, session.String())
+	if errors.Is(err, workspace.ErrOutside) {
+		return "", NewKindError(KindValidation, "workingDirectory must be inside your workspace, "+
+			filepath.Join(string(s.cfg.Workspace), owner.String())+" (symlinks followed)").WithField("workingDirectory")
+	}
+	if err != nil {
+		return "", err
+	}
+	return dir, nil
 }

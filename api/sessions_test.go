@@ -77,7 +77,8 @@ func TestStartSession(t *testing.T) {
 	}{
 		{"objective too long", map[string]any{"objective": strings.Repeat("x", 2001)}, "body.objective"},
 		{"objective empty", map[string]any{"objective": ""}, "body.objective"},
-		{"relative working directory", map[string]any{"workingDirectory": "src/shop"}, "body.workingDirectory"},
+		{"working directory outside the workspace", map[string]any{"workingDirectory": "/etc"}, "body.workingDirectory"},
+		{"working directory above the owner's", map[string]any{"workingDirectory": "../elsewhere"}, "body.workingDirectory"},
 		{"no budget", map[string]any{"budgetCapUsd": nil}, "body.budgetCapUsd"},
 		{"negative budget", map[string]any{"budgetCapUsd": -1}, "body.budgetCapUsd"},
 		{"warning out of range", map[string]any{"warnAtPercent": 100}, "body.warnAtPercent"},
@@ -103,7 +104,7 @@ func TestStartSession(t *testing.T) {
 		})
 	}
 	t.Run("404 for a skill that is not yours", func(t *testing.T) {
-		resp := st.call(t, http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "/src", "objective": "x",
+		resp := st.call(t, http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "src", "objective": "x",
 			"budgetCapUsd": 1, "skillIds": []string{uuid.NewString()}}, alice.auth)
 		require.Equal(t, http.StatusNotFound, resp.Code, resp.String())
 	})

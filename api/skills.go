@@ -225,7 +225,7 @@ func (s *Server) skillCatalogCommand(ctx context.Context, rawID, name string, da
 // ConsolidateSkillRequest starts a consolidation session for a skill
 // (StartSkillConsolidationCommand).
 type ConsolidateSkillRequest struct {
-	WorkingDirectory string  `json:"workingDirectory" minLength:"1" maxLength:"4096" doc:"The absolute path the consolidation session works in." example:"/home/bruno/src/shop"`
+	WorkingDirectory string  `json:"workingDirectory,omitempty" maxLength:"4096" doc:"Where the consolidation session works, inside your part of the workspace (relative to it or absolute); by default a new directory named after the session." example:"shop"`
 	BudgetCapUsd     float64 `json:"budgetCapUsd" exclusiveMinimum:"0" maximum:"1000000" doc:"The most the session may spend, in US dollars." example:"2"`
 	ModelID          string  `json:"modelId,omitempty" maxLength:"200" doc:"The model to run; claude-sonnet-4-5 by default." example:"claude-sonnet-4-5"`
 }
@@ -283,8 +283,12 @@ func (s *Server) consolidateSkill(ctx context.Context, in *consolidateSkillInput
 	}
 	cmdID := CommandID(ctx)
 	sessionID := uuid.NewSHA1(sessionNamespace, cmdID[:])
+	dir, err := s.workingDirectory(ctx, in.Body.WorkingDirectory, sessionID)
+	if err != nil {
+		return nil, err
+	}
 	raw, err := s.send(ctx, domain.AggregateSession, command.StartSession, sessionID, command.StartSessionData{
-		WorkingDirectory: in.Body.WorkingDirectory, Objective: objective, SkillIDs: []uuid.UUID{sk.ID},
+		WorkingDirectory: dir, Objective: objective, SkillIDs: []uuid.UUID{sk.ID},
 		ModelID: in.Body.ModelID, Name: "Consolidate skill " + sk.Name, BudgetCapUsd: budget,
 		Consolidates: &command.SkillConsolidation{SkillID: sk.ID, PillIDs: pills},
 	}, map[string]string{"budget.hardCapUsd": "budgetCapUsd"})

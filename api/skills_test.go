@@ -219,7 +219,7 @@ func TestConsolidateSkill(t *testing.T) {
 	require.Equal(t, http.StatusOK, st.call(t, http.MethodDelete,
 		"/api/agents/skills/"+skill.String()+"/memory-pills/"+dismissed.String(), nil, alice.auth).Code)
 	kept := st.pill(t, alice, skill, s.ID, "The payments API allows 10 requests per second.")
-	body := map[string]any{"workingDirectory": "/home/bruno/src/shop", "budgetCapUsd": 2}
+	body := map[string]any{"workingDirectory": "src/shop", "budgetCapUsd": 2}
 	url := func(id uuid.UUID) string { return "/api/agents/skills/" + id.String() + "/consolidate" }
 
 	resp := st.call(t, http.MethodPost, url(skill), body, alice.auth)
@@ -250,8 +250,8 @@ func TestConsolidateSkill(t *testing.T) {
 	assert.Empty(t, repeat.APIKey, "the key is shown once")
 
 	requireInvalid(t, st.call(t, http.MethodPost, url(skill), with(body, "budgetCapUsd", 0), alice.auth), "body.budgetCapUsd")
-	requireInvalid(t, st.call(t, http.MethodPost, url(skill), with(body, "workingDirectory", ""), alice.auth), "body.workingDirectory")
-	requireInvalid(t, st.call(t, http.MethodPost, url(skill), with(body, "workingDirectory", "relative/dir"), alice.auth), "body.workingDirectory")
+	requireInvalid(t, st.call(t, http.MethodPost, url(skill), with(body, "workingDirectory", "/"), alice.auth), "body.workingDirectory")
+	requireInvalid(t, st.call(t, http.MethodPost, url(skill), with(body, "workingDirectory", "../"+bob.id.String()), alice.auth), "body.workingDirectory")
 	requireNotFound(t, st.call(t, http.MethodPost, url(skill), body, bob.auth))
 	requireNotFound(t, st.call(t, http.MethodPost, url(uuid.New()), body, alice.auth))
 

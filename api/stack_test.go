@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // stack is the API over HTTP on the real pipeline: a fresh Postgres
@@ -50,6 +51,9 @@ func newStack(t testing.TB, cfg Config, startWorker bool) *stack {
 	store := queries.New(db, domain.SessionPool{})
 	if cfg.JWTSecret == "" {
 		cfg.JWTSecret = testSecret
+	}
+	if cfg.Workspace == "" {
+		cfg.Workspace = workspace.Root(t.TempDir())
 	}
 	srv, err := New(cfg, Deps{AgentKeys: store, SessionOwners: store, Idempotency: NewPostgresIdempotency(db),
 		JetStream: js, Commands: client, Queries: store})
@@ -158,7 +162,7 @@ func agentAuth(key string) string { return AgentKeyHeader + ": " + key }
 // startBody is a valid start request.
 func startBody() map[string]any {
 	return map[string]any{
-		"workingDirectory": "/home/bruno/src/shop",
+		"workingDirectory": "src/shop",
 		"objective":        "Add retries with backoff to the HTTP client, with tests.",
 		"budgetCapUsd":     10,
 	}

@@ -49,6 +49,7 @@ var knownTypes = map[string]bool{
 	"resume_ack":            true,
 	"stop_ack":              true,
 	"reload_config_ack":     true,
+	"validation_result":     true,
 	// error: the sidecar could not carry out a command (sidecar/README.md).
 	"error": true,
 }

@@ -101,6 +101,8 @@ func (r *runner) handle(m redis.XMessage) {
 		handler = r.onPlanDecision
 	case protocol.CommandPermissionResponse:
 		handler = r.onPermission
+	case protocol.CommandRunValidation:
+		handler = r.onRunValidation
 	default:
 		r.commandError(e, protocol.CodeUnknownCommand, fmt.Errorf("unknown command type %q", e.Type))
 		return

@@ -103,6 +103,8 @@ func decodeCommand(t *testing.T, name string, data json.RawMessage) {
 		assert.NoError(t, strictly[protocol.PlanDecision](t, name, data).Validate())
 	case protocol.CommandPermissionResponse:
 		assert.NoError(t, strictly[protocol.PermissionResponse](t, name, data).Validate())
+	case protocol.CommandRunValidation:
+		assert.NoError(t, strictly[protocol.RunValidation](t, name, data).Validate())
 	default:
 		t.Errorf("no decoder for command %s", name)
 	}

@@ -55,6 +55,8 @@ func strictDecode(t *testing.T, e protocol.Entry) {
 		decode[protocol.StopAck](t, e)
 	case protocol.EventReloadConfigAck:
 		decode[protocol.ReloadConfigAck](t, e)
+	case protocol.EventValidationResult:
+		decode[protocol.ValidationResult](t, e)
 	case protocol.EventError:
 		decode[protocol.ErrorEvent](t, e)
 	default:

@@ -20,6 +20,7 @@ import (
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // newAPI builds the HTTP API on the given connections: commands go to the
@@ -29,7 +30,7 @@ import (
 // call Close on the server too.
 // newAPI builds the HTTP API on the given connections; checks are the
 // process's readiness checks, nil for the API's own (Postgres and NATS).
-func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks) (*api.Server, error) {
+func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks, ws workspace.Root) (*api.Server, error) {
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream
 			return err
 		})
 	}
-	srv, err := api.New(api.Config{JWTSecret: jwtSecret()}, api.Deps{
+	srv, err := api.New(api.Config{JWTSecret: jwtSecret(), Workspace: ws}, api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),
@@ -95,7 +96,11 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	apiCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil)
+	ws, err := in.workspace()
+	if err != nil {
+		return err
+	}
+	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil, ws)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // infra holds the connections every component needs, and whatever private
@@ -37,6 +38,9 @@ type infra struct {
 	// DataDir is where this process keeps its files; empty means
 	// $AGENTBUS_DATA_DIR, else .agentbus.
 	DataDir string
+	// Workspace is the root of the sessions' working directories; empty
+	// means $AGENTBUS_WORKSPACE, else <data dir>/workspace.
+	Workspace string
 
 	stops []func()
 }
@@ -49,6 +53,23 @@ func (in *infra) Close() {
 }
 
 func (in *infra) onClose(f func()) { in.stops = append(in.stops, f) }
+
+// workspace returns the root of the sessions' working directories,
+// created if missing.
+func (in *infra) workspace() (workspace.Root, error) {
+	dir := in.Workspace
+	if dir == "" {
+		dir = os.Getenv("AGENTBUS_WORKSPACE")
+	}
+	if dir == "" {
+		data, err := in.dataDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(data, "workspace")
+	}
+	return workspace.New(dir)
+}
 
 // dataDir returns the absolute data directory, created if missing.
 func (in *infra) dataDir() (string, error) {

@@ -391,3 +391,68 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionsAreConfinedAndSeeNoServerSecret runs, through up and its
+// real runtime, a validation command that prints its environment, and
+// reads back everything its owner can read; and starts sessions outside
+// the owner's part of the workspace.
+func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
+	u := startUpWithRuntime(t)
+	secrets := []string{runtimeSecret, "AGENTBUS_JWT_SECRET", "DATABASE_URL", "REDIS_URL", "AGENTBUS_SESSION_KEY"}
+	probe := `env; echo "--- the validation ran in $(pwd)"; false`
+	id := u.start(map[string]any{"workingDirectory": "exfiltration", "objective": "Say hello",
+		"autoContinue": map[string]any{"isEnabled": true, "maxContinuations": 1,
+			"validationCriteria": []any{map[string]any{"type": "CustomCommand", "customCommand": probe}}}})
+
+	// The first validation fails and continues the session once with what
+	// it printed; the second one finds no continuation left.
+	var queue struct {
+		Messages []struct {
+			Content string `json:"content"`
+			Source  string `json:"source"`
+			Status  string `json:"status"`
+		} `json:"messages"`
+	}
+	require.Eventually(t, func() bool {
+		u.must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &queue)
+		return len(queue.Messages) == 1 && queue.Messages[0].Status == "Delivered"
+	}, 2*wait, 50*time.Millisecond, "no continuation was delivered")
+	continuation := queue.Messages[0].Content
+	assert.Equal(t, "System", queue.Messages[0].Source)
+	assert.Contains(t, continuation, "Validation failed: CustomCommand")
+	assert.Contains(t, continuation, "PATH=", "the command's output reaches the agent")
+	for _, secret := range secrets {
+		assert.NotContains(t, continuation, secret, "the validation command saw a server secret")
+	}
+	assert.Contains(t, continuation, "--- the validation ran in "+filepath.Join(u.workspace, u.owner, "exfiltration"))
+	u.waitActivity(id, "Validation: 1 of 1 checks failed")
+	u.waitReview(id)
+
+	readable := []string{"", "/messages/queue", "/activity?limit=100", "/messages", "/logs", "/tool-calls", "/metrics"}
+	for _, path := range readable {
+		var raw json.RawMessage
+		u.call(http.MethodGet, "/api/agents/sessions/"+id+path, nil, &raw)
+		for _, secret := range secrets {
+			assert.NotContains(t, string(raw), secret, "GET %s shows its owner a server secret", path)
+		}
+	}
+
+	t.Run("a working directory outside the owner's part of the workspace is refused", func(t *testing.T) {
+		other := uuid.NewString()
+		require.NoError(t, os.MkdirAll(filepath.Join(u.workspace, other, "src"), 0o755))
+		home := filepath.Join(u.workspace, u.owner)
+		require.NoError(t, os.MkdirAll(home, 0o755))
+		require.NoError(t, os.Symlink("/", filepath.Join(home, "escape")))
+		for _, dir := range []string{"/", "/tmp", u.workspace, filepath.Join(u.workspace, other, "src"), "../" + other, "escape", "escape/etc"} {
+			var problem struct {
+				Errors []struct {
+					Location string `json:"location"`
+				} `json:"errors"`
+			}
+			code := u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": dir, "objective": "x", "budgetCapUsd": 1}, &problem)
+			require.Equal(t, http.StatusUnprocessableEntity, code, dir)
+			require.NotEmpty(t, problem.Errors, dir)
+			assert.Equal(t, "body.workingDirectory", problem.Errors[0].Location, dir)
+		}
+	})
+}

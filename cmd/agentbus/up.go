@@ -31,6 +31,7 @@ type upConfig struct {
 	redisURL    string
 	pgPort      int
 	redisPort   int
+	workspace   string
 }
 
 func runUp(ctx context.Context, args []string) error {
@@ -45,6 +46,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("REDIS_URL"), "use this Redis instead of a private one")
 	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
+	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
 	_ = fs.Parse(args)
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
@@ -54,13 +56,17 @@ func runUp(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	in := &infra{DataDir: dataDir, APIURL: "http://" + cfg.httpAddr}
+	in := &infra{DataDir: dataDir, Workspace: cfg.workspace, APIURL: "http://" + cfg.httpAddr}
 	defer in.Close()
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err
 	}
 
-	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks())
+	ws, err := in.workspace()
+	if err != nil {
+		return err
+	}
+	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks(), ws)
 	if err != nil {
 		return err
 	}

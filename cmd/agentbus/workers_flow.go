@@ -129,11 +129,16 @@ func init() {
 			if err != nil {
 				return err
 			}
+			ws, err := in.workspace()
+			if err != nil {
+				return err
+			}
 			client, err := commandClient(in)
 			if err != nil {
 				return err
 			}
-			return reactions.Runtime{JS: in.JS, DB: in.Pool, Redis: in.Redis, Launcher: l, Client: client, Engine: engine}.Run(ctx)
+			return reactions.Runtime{JS: in.JS, DB: in.Pool, Redis: in.Redis, Launcher: l, Client: client,
+				Engine: engine, Workspace: ws}.Run(ctx)
 		},
 	}
 }

@@ -157,6 +157,21 @@ func translate(ev relay.Event) (translation, error) {
 		return ack(ev, "Stopped", command.ConfirmCancelled)
 	case "reload_config_ack":
 		return ack(ev, "Configuration reloaded", command.ConfirmReloaded)
+	case "validation_result":
+		d, err := decode[protocol.ValidationResult](ev)
+		failed := 0
+		for _, c := range d.Checks {
+			if c.ExitCode != 0 || c.TimedOut {
+				failed++
+			}
+		}
+		summary := fmt.Sprintf("Validation: %d of %d checks failed", failed, len(d.Checks))
+		if failed == 0 {
+			summary = fmt.Sprintf("Validation: all %d checks passed", len(d.Checks))
+		}
+		// The auto-continue reaction reads the result from the raw event
+		// itself: the session changes only through what it decides.
+		return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data))}, err
 	case "error":
 		d, err := decode[protocol.ErrorEvent](ev)
 		return translation{activity: item(domain.ActivityUnknownEvent, "Sidecar error: "+d.Message, string(ev.Data))}, err

@@ -2,13 +2,12 @@ package reactions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,14 +18,17 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // AutoContinueConsumer is the durable consumer of the auto-continue
-// reaction. Renaming it replays every event to it: keep it stable.
-const AutoContinueConsumer = "autocontinue"
-
-// DefaultValidationTimeout bounds one validation command.
-const DefaultValidationTimeout = 10 * time.Minute
+// reaction's turn ends; AutoContinueResultsConsumer, of the sidecars'
+// validation results. Renaming them replays every event: keep them stable.
+const (
+	AutoContinueConsumer        = "autocontinue"
+	AutoContinueResultsConsumer = "autocontinue-results"
+)
 
 // DefaultValidationCommands are the shell commands that check the
 // criteria that carry no command of their own. The CoverageThreshold
@@ -45,15 +47,18 @@ var turnEnds = []string{
 }
 
 // AutoContinue runs the validate-and-continue loop of seed 001 §8.10.
-// When a turn of a session with auto-continue enabled ends, it runs the
-// session's validation criteria in its working directory. If one fails,
-// it counts a continuation on the session and enqueues a System message
-// with what failed, which the delivery reaction hands to the agent; once
-// MaxContinuations are spent it stops and notifies the owner instead.
-// When every criterion passes the session stays Idle.
+// When a turn of a session with auto-continue enabled ends, it asks the
+// session's sidecar to run the validation criteria (run_validation): they
+// run where the agent works, as the agent, never in a process that holds
+// the server's credentials. When the validation_result says a criterion
+// failed, it counts a continuation on the session and enqueues a System
+// message with what failed, which the delivery reaction hands to the
+// agent; once MaxContinuations are spent it stops and notifies the owner
+// instead. When every criterion passes the session stays Idle.
 //
-// The continuation and the message are derived from the turn's event, so
-// a redelivered event repeats commands that change nothing.
+// The command to the sidecar, the continuation and the message are
+// derived from the turn's event, so a redelivered event repeats commands
+// that change nothing.
 type AutoContinue struct {
 	JS     jetstream.JetStream
 	DB     *pgxpool.Pool
@@ -61,20 +66,35 @@ type AutoContinue struct {
 	// Commands check TestsPassing, LintPassing and CoverageThreshold; a
 	// type missing here uses DefaultValidationCommands.
 	Commands map[domain.ValidationType]string
-	// Timeout bounds each validation command; zero means
-	// DefaultValidationTimeout.
+	// Timeout bounds each validation command; zero means the sidecar's
+	// default (protocol.DefaultValidationTimeout).
 	Timeout time.Duration
 }
 
-// Run consumes the turn ends until ctx ends.
+// Run consumes the turn ends and the validation results until ctx ends.
 func (a AutoContinue) Run(ctx context.Context) error {
-	return bus.Run(ctx, a.JS, bus.RunnerConfig{
-		Stream: bus.StreamEvents, Consumer: AutoContinueConsumer, Handler: a.Handle,
-		Concurrency: 4, OrderKey: sessionKey, FilterSubjects: turnEnds,
-	})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() {
+		errs <- bus.Run(ctx, a.JS, bus.RunnerConfig{
+			Stream: bus.StreamEvents, Consumer: AutoContinueConsumer, Handler: a.Handle,
+			Concurrency: 4, OrderKey: sessionKey, FilterSubjects: turnEnds,
+		})
+	}()
+	go func() {
+		errs <- bus.Run(ctx, a.JS, bus.RunnerConfig{
+			Stream: bus.StreamSidecarEvents, Consumer: AutoContinueResultsConsumer, Handler: a.HandleResult,
+			Concurrency: 4, OrderKey: bus.BySubject,
+			FilterSubjects: []string{bus.SidecarEventSubject("*", protocol.EventValidationResult)},
+		})
+	}()
+	err := <-errs
+	cancel()
+	return errors.Join(err, <-errs)
 }
 
-// Handle validates the session after one turn and continues it if needed.
+// Handle asks the sidecar of a session whose turn ended to validate it.
 func (a AutoContinue) Handle(ctx context.Context, m jetstream.Msg) error {
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
@@ -89,23 +109,64 @@ func (a AutoContinue) Handle(ctx context.Context, m jetstream.Msg) error {
 		return notFoundIsFinal(err)
 	}
 	ac := s.AutoContinue()
-	if ac == nil || !ac.IsEnabled || s.Status() != domain.StatusIdle {
+	if ac == nil || !ac.IsEnabled || s.Status() != domain.StatusIdle || len(ac.ValidationCriteria) == 0 {
 		return nil // nothing to validate, or the session went on meanwhile
 	}
-	failures := a.validate(ctx, s.WorkingDirectory(), ac.ValidationCriteria)
+	run := protocol.RunValidation{TimeoutMS: a.Timeout.Milliseconds()}
+	for _, c := range ac.ValidationCriteria {
+		run.Checks = append(run.Checks, protocol.ValidationCheck{Name: string(c.Type), Command: a.commandOf(c)})
+	}
+	return sendToSidecar(ctx, a.JS, id.String(), s.OwnerID().String(), env.ID, protocol.CommandRunValidation, run)
+}
+
+// commandOf returns the shell command that checks c.
+func (a AutoContinue) commandOf(c domain.ValidationCriterion) string {
+	if c.Type == domain.ValidationCustomCommand {
+		return c.CustomCommand
+	}
+	if line := a.Commands[c.Type]; line != "" {
+		return line
+	}
+	return DefaultValidationCommands[c.Type]
+}
+
+// HandleResult continues the session when its validation failed.
+func (a AutoContinue) HandleResult(ctx context.Context, m jetstream.Msg) error {
+	var ev relay.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil {
+		return bus.Permanent(err)
+	}
+	var res protocol.ValidationResult
+	if err := json.Unmarshal(ev.Data, &res); err != nil {
+		return bus.Permanent(fmt.Errorf("validation_result: %w", err))
+	}
+	id, err := uuid.Parse(ev.SessionID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	s, err := postgres.Sessions{}.Get(ctx, a.DB, id)
+	if err != nil {
+		return notFoundIsFinal(err)
+	}
+	ac := s.AutoContinue()
+	if ac == nil || !ac.IsEnabled || s.Status() != domain.StatusIdle {
+		return nil // turned off, or the session went on meanwhile
+	}
+	failures := judge(ac.ValidationCriteria, res.Checks)
 	if len(failures) == 0 {
 		return nil
 	}
 	reason := strings.Join(failures, "\n\n")
-	r, err := a.do(ctx, env.ID, domain.AggregateSession, command.RecordAutoContinuation, id, nil)
+	cause := "validation/" + ev.SessionID + "/" + res.CommandID
+	r, err := a.do(ctx, cause, domain.AggregateSession, command.RecordAutoContinuation, id, nil)
 	if err != nil {
 		return err
 	}
 	if r.Err() != nil {
-		return a.stop(ctx, env, id, reason)
+		return a.stop(ctx, id, cause, reason)
 	}
-	_, err = a.do(ctx, env.ID, domain.AggregateQueue, command.EnqueueMessage, id, command.EnqueueData{
-		MessageID: uuid.NewSHA1(commandNamespace, []byte("autocontinue/"+env.ID)),
+	_, err = a.do(ctx, cause, domain.AggregateQueue, command.EnqueueMessage, id, command.EnqueueData{
+		MessageID: uuid.NewSHA1(commandNamespace, []byte("autocontinue/"+cause)),
 		Content:   cut("Validation failed: "+reason+"\n\nContinue working.", domain.MaxMessageChars),
 		Priority:  domain.PriorityQueued, Source: domain.MessageFromSystem,
 	})
@@ -115,7 +176,7 @@ func (a AutoContinue) Handle(ctx context.Context, m jetstream.Msg) error {
 // stop notifies the owner that the loop reached MaxContinuations. A
 // continuation refused for another reason (the session left Idle, or
 // auto-continue was turned off) needs nobody.
-func (a AutoContinue) stop(ctx context.Context, env bus.Envelope, id uuid.UUID, reason string) error {
+func (a AutoContinue) stop(ctx context.Context, id uuid.UUID, cause, reason string) error {
 	s, err := postgres.Sessions{}.Get(ctx, a.DB, id)
 	if err != nil {
 		return notFoundIsFinal(err)
@@ -124,7 +185,8 @@ func (a AutoContinue) stop(ctx context.Context, env bus.Envelope, id uuid.UUID, 
 	if ac == nil || !ac.IsEnabled || ac.CurrentContinuationCount < ac.MaxContinuations {
 		return nil
 	}
-	env.OwnerID = s.OwnerID().String()
+	env := bus.Envelope{ID: uuid.NewSHA1(commandNamespace, []byte(cause)).String(), AggregateID: id.String(),
+		Aggregate: domain.AggregateSession, OwnerID: s.OwnerID().String(), OccurredAt: time.Now().UTC()}
 	return publishNotification(ctx, a.JS, env, Notification{
 		SessionID: id.String(), Kind: NotifyAutoContinueStopped, Title: "Auto-continue stopped",
 		Message: cut(fmt.Sprintf("Validation still fails after %d automatic continuations; the session waits for your review.\n\n%s",
@@ -132,63 +194,31 @@ func (a AutoContinue) stop(ctx context.Context, env bus.Envelope, id uuid.UUID, 
 	})
 }
 
-// validate runs every criterion and describes each one that failed.
-func (a AutoContinue) validate(ctx context.Context, dir string, criteria []domain.ValidationCriterion) []string {
+// judge describes each check that failed its criterion: a check that timed
+// out or exited non-zero, or a coverage check whose last printed
+// percentage is below the threshold.
+func judge(criteria []domain.ValidationCriterion, checks []protocol.CheckResult) []string {
 	var failures []string
-	for _, c := range criteria {
-		if f := a.check(ctx, dir, c); f != "" {
-			failures = append(failures, f)
+	for i, c := range checks {
+		var threshold *float64
+		if i < len(criteria) && string(criteria[i].Type) == c.Name && criteria[i].Type == domain.ValidationCoverageThreshold {
+			threshold = criteria[i].Threshold
+		}
+		switch {
+		case c.TimedOut:
+			failures = append(failures, fmt.Sprintf("%s: `%s` did not finish in time.\n%s", c.Name, c.Command, tail(c.Output)))
+		case c.ExitCode != 0:
+			failures = append(failures, fmt.Sprintf("%s: `%s` failed (exit status %d).\n%s", c.Name, c.Command, c.ExitCode, tail(c.Output)))
+		case threshold != nil:
+			got, ok := lastPercent(c.Output)
+			if !ok {
+				failures = append(failures, fmt.Sprintf("%s: `%s` printed no coverage percentage.\n%s", c.Name, c.Command, tail(c.Output)))
+			} else if got < *threshold {
+				failures = append(failures, fmt.Sprintf("%s: coverage is %g%%, below the required %g%%.", c.Name, got, *threshold))
+			}
 		}
 	}
 	return failures
-}
-
-// check runs one criterion's command and returns why it failed, or "".
-func (a AutoContinue) check(ctx context.Context, dir string, c domain.ValidationCriterion) string {
-	line := c.CustomCommand
-	if c.Type != domain.ValidationCustomCommand {
-		if line = a.Commands[c.Type]; line == "" {
-			line = DefaultValidationCommands[c.Type]
-		}
-	}
-	timeout := a.Timeout
-	if timeout <= 0 {
-		timeout = DefaultValidationTimeout
-	}
-	out, err := runShell(ctx, dir, line, timeout)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("%s: `%s` did not finish within %s.\n%s", c.Type, line, timeout, tail(out))
-	case err != nil:
-		return fmt.Sprintf("%s: `%s` failed (%v).\n%s", c.Type, line, err, tail(out))
-	case c.Type == domain.ValidationCoverageThreshold && c.Threshold != nil:
-		got, ok := lastPercent(out)
-		if !ok {
-			return fmt.Sprintf("%s: `%s` printed no coverage percentage.\n%s", c.Type, line, tail(out))
-		}
-		if got < *c.Threshold {
-			return fmt.Sprintf("%s: coverage is %g%%, below the required %g%%.", c.Type, got, *c.Threshold)
-		}
-	}
-	return ""
-}
-
-// runShell runs line with sh in dir and returns its combined output. The
-// command gets its own process group, so that a timeout stops what it
-// started too, not only the shell.
-func runShell(ctx context.Context, dir, line string, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", line)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return string(out), ctx.Err()
-	}
-	return string(out), err
 }
 
 // maxOutputChars is how much of a failing command's output the agent is

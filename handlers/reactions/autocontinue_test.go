@@ -3,8 +3,7 @@ package reactions_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/bustest"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/reactions"
@@ -66,15 +66,40 @@ func (f *flow) continuations(t *testing.T, id uuid.UUID) int {
 	return s.AutoContinue().CurrentContinuationCount
 }
 
+// validation waits for the nth run_validation sent to the session's
+// sidecar and returns its checks.
+func (f *flow) validation(t *testing.T, id uuid.UUID, n int) []protocol.ValidationCheck {
+	t.Helper()
+	got := f.waitSidecarCommand(t, id, protocol.CommandRunValidation, n)
+	var v protocol.RunValidation
+	require.NoError(t, json.Unmarshal(got[n-1], &v))
+	return v.Checks
+}
+
+// validated plays the sidecar answering a run_validation.
+func (f *flow) validated(t *testing.T, id uuid.UUID, commandID string, checks ...protocol.CheckResult) {
+	t.Helper()
+	f.raw(t, id, protocol.EventValidationResult, protocol.ValidationResult{CommandID: commandID, Checks: checks})
+}
+
 func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.T) {
 	f := startFlow(t, 0)
 	auto := reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}
 	f.also(t, auto.Run)
+	failing := `echo "--- FAIL: TestBuild"; exit 1`
 	id := f.startAutoContinued(t, t.TempDir(), domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 2,
-		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: `echo "--- FAIL: TestBuild"; exit 1`}}})
+		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: failing}}})
+	fail := func(n int) {
+		checks := f.validation(t, id, n)
+		require.Len(t, checks, 1)
+		assert.Equal(t, protocol.ValidationCheck{Name: "CustomCommand", Command: failing}, checks[0], "the sidecar runs the owner's command")
+		f.validated(t, id, fmt.Sprint("validation-", n),
+			protocol.CheckResult{Name: "CustomCommand", Command: failing, ExitCode: 1, Output: "--- FAIL: TestBuild\n"})
+	}
 
 	for n := 1; n <= 2; n++ {
 		f.endTurn(t, id, n)
+		fail(n)
 		m := f.steering(t, id, n)
 		assert.Contains(t, m.Content, "Validation failed: CustomCommand")
 		assert.Contains(t, m.Content, "--- FAIL: TestBuild", "the agent sees what failed")
@@ -85,8 +110,12 @@ func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.
 		require.Len(t, q.Messages(), n)
 		assert.Equal(t, domain.MessageFromSystem, q.Messages()[n-1].Source)
 		if n == 1 {
-			// A redelivered turn end repeats the same continuation.
+			// A redelivered turn end asks for the same validation, and a
+			// redelivered result repeats the same continuation.
 			require.NoError(t, auto.Handle(context.Background(), f.lastEventMsg(t, id, "agent_session_turn_completed")))
+			f.validated(t, id, "validation-1",
+				protocol.CheckResult{Name: "CustomCommand", Command: failing, ExitCode: 1, Output: "--- FAIL: TestBuild\n"})
+			resultsSettled(t, f.js)
 			assert.Equal(t, 1, f.continuations(t, id))
 			q, err := postgres.Queues{}.Get(context.Background(), f.pool, id, f.owner)
 			require.NoError(t, err)
@@ -98,11 +127,12 @@ func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.
 	}
 
 	f.endTurn(t, id, 3)
+	fail(3)
 	_, note := waitNotification(t, f.js, f.owner, reactions.NotifyAutoContinueStopped)
 	assert.Equal(t, id.String(), note.SessionID)
 	assert.Contains(t, note.Message, "after 2 automatic continuations")
 	assert.Contains(t, note.Message, "--- FAIL: TestBuild")
-	settled(t, f.js, reactions.AutoContinueConsumer)
+	resultsSettled(t, f.js)
 	assert.Len(t, f.sidecarCommands(t, id, protocol.CommandSteeringMessage), 2, "the loop stops at MaxContinuations")
 	assert.Equal(t, 2, f.continuations(t, id))
 	assert.Equal(t, domain.StatusIdle, f.status(t, id), "the session waits for its owner")
@@ -113,20 +143,24 @@ func TestPassingOrDisabledValidationEnqueuesNothing(t *testing.T) {
 	f := startFlow(t, 0)
 	f.also(t, reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}.Run)
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "built"), nil, 0o644))
 	passing := f.startAutoContinued(t, dir, domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 3,
 		ValidationCriteria: []domain.ValidationCriterion{
-			{Type: domain.ValidationCustomCommand, CustomCommand: "test -f built"}, // run in the working directory
-			{Type: domain.ValidationCustomCommand, CustomCommand: "true"},
+			{Type: domain.ValidationCustomCommand, CustomCommand: "test -f built"},
+			{Type: domain.ValidationTestsPassing},
 		}})
 	disabled := f.startAutoContinued(t, dir, domain.AutoContinueConfig{IsEnabled: false, MaxContinuations: 3,
 		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: "false"}}})
 
 	f.endTurn(t, passing, 1)
 	f.endTurn(t, disabled, 1)
-	f.waitEvents(t, passing, "agent_session_turn_completed", 1)
+	checks := f.validation(t, passing, 1)
+	assert.Equal(t, []protocol.ValidationCheck{{Name: "CustomCommand", Command: "test -f built"}, {Name: "TestsPassing", Command: "make test"}}, checks)
+	f.validated(t, passing, "v1", protocol.CheckResult{Name: "CustomCommand", Command: "test -f built"},
+		protocol.CheckResult{Name: "TestsPassing", Command: "make test", Output: "ok"})
 	f.waitEvents(t, disabled, "agent_session_turn_completed", 1)
 	settled(t, f.js, reactions.AutoContinueConsumer)
+	resultsSettled(t, f.js)
+	assert.Empty(t, f.sidecarCommands(t, disabled, protocol.CommandRunValidation), "nothing to validate")
 	for _, id := range []uuid.UUID{passing, disabled} {
 		assert.Empty(t, f.sidecarCommands(t, id, protocol.CommandSteeringMessage))
 		assert.Zero(t, f.continuations(t, id))
@@ -138,10 +172,7 @@ func TestPassingOrDisabledValidationEnqueuesNothing(t *testing.T) {
 func TestCoverageBelowThresholdAndSlowChecksFailTheValidation(t *testing.T) {
 	f := startFlow(t, 0)
 	f.also(t, reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client, Timeout: 500 * time.Millisecond,
-		Commands: map[domain.ValidationType]string{
-			domain.ValidationCoverageThreshold: `echo "ok  pkg/a  coverage: 91.0% of statements"; echo "total: (statements) 42.5%"`,
-			domain.ValidationTestsPassing:      "sleep 30",
-		}}.Run)
+		Commands: map[domain.ValidationType]string{domain.ValidationCoverageThreshold: "go test -cover ./..."}}.Run)
 	threshold := 80.0
 	id := f.startAutoContinued(t, t.TempDir(), domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 1,
 		ValidationCriteria: []domain.ValidationCriterion{
@@ -151,8 +182,21 @@ func TestCoverageBelowThresholdAndSlowChecksFailTheValidation(t *testing.T) {
 
 	// The last turn ends with the output: it is validated too.
 	f.raw(t, id, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
+	checks := f.validation(t, id, 1)
+	require.Len(t, checks, 2)
+	assert.Equal(t, "go test -cover ./...", checks[0].Command)
+	f.validated(t, id, "v1",
+		protocol.CheckResult{Name: "CoverageThreshold", Command: checks[0].Command, Output: "ok  pkg/a  coverage: 91.0% of statements\ntotal: (statements) 42.5%"},
+		protocol.CheckResult{Name: "TestsPassing", Command: "make test", ExitCode: -1, TimedOut: true, Output: "running"})
 	m := f.steering(t, id, 1)
 	assert.Contains(t, m.Content, "coverage is 42.5%, below the required 80%")
-	assert.Contains(t, m.Content, "TestsPassing: `sleep 30` did not finish within 500ms")
+	assert.Contains(t, m.Content, "TestsPassing: `make test` did not finish in time")
 	assert.Equal(t, 1, f.continuations(t, id))
+}
+
+// resultsSettled waits until the results consumer handled every result.
+func resultsSettled(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	require.Eventually(t, bustest.CaughtUp(js, bus.StreamSidecarEvents, reactions.AutoContinueResultsConsumer),
+		30*time.Second, 50*time.Millisecond, "the validation results were never all handled")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // RuntimeConsumer is the durable consumer of the runtime reaction.
@@ -65,6 +66,10 @@ type Runtime struct {
 	Client *command.Client
 	// Engine is the sidecar engine: script (default) or claude.
 	Engine string
+	// Workspace is the root every session's working directory lies in,
+	// under its owner's directory; checked again before each start, since
+	// a symlink may have appeared since the API checked it.
+	Workspace workspace.Root
 	// ReconcileInterval is how often the sidecars are compared with the
 	// sessions; zero means DefaultReconcileInterval.
 	ReconcileInterval time.Duration
@@ -152,8 +157,13 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 		}
 	}
 	if r.Launcher.Process() {
-		// The session's directory is created on demand, inside the owner's
-		// part of the workspace that the API checked it is in.
+		if err := r.Workspace.Check(s.OwnerID(), cfg.WorkingDirectory); err != nil {
+			_, err := doDerived(ctx, r.Client, "runtime", id.String()+"/workspace/"+cfg.WorkingDirectory,
+				domain.AggregateSession, command.RecordFailure, id, "",
+				command.FailureData{Reason: domain.FailureInfrastructureError, Message: "the working directory " + err.Error()})
+			return err
+		}
+		// The session's directory is created on demand.
 		if err := os.MkdirAll(cfg.WorkingDirectory, 0o755); err != nil {
 			return fmt.Errorf("working directory of %s: %w", id, err)
 		}

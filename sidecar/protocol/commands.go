@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Command types a sidecar reads from agent:session:{<id>}:commands.
@@ -18,12 +19,14 @@ const (
 	CommandAnswerQuestion     = "answer_question"
 	CommandPlanDecision       = "plan_decision"
 	CommandPermissionResponse = "permission_response"
+	CommandRunValidation      = "run_validation"
 )
 
 // CommandTypes lists every command type, in the order README.md documents them.
 var CommandTypes = []string{
 	CommandSteeringMessage, CommandInterrupt, CommandPause, CommandResume, CommandStop,
 	CommandReloadConfig, CommandAnswerQuestion, CommandPlanDecision, CommandPermissionResponse,
+	CommandRunValidation,
 }
 
 // Message priorities, named as the domain's MessagePriority values.
@@ -161,4 +164,49 @@ func DecodeData(data json.RawMessage, v any) error {
 		return fmt.Errorf("data: %w", err)
 	}
 	return nil
+}
+
+// DefaultValidationTimeout bounds one check of a run_validation.
+const DefaultValidationTimeout = 10 * time.Minute
+
+// RunValidation is the data of a run_validation command: the checks of a
+// session's auto-continue criteria. The sidecar runs them where the agent
+// works, as the agent, and answers with validation_result.
+type RunValidation struct {
+	// Checks run in order, each with `sh -c` in the working directory.
+	Checks []ValidationCheck `json:"checks"`
+	// TimeoutMS bounds each check. Default 600000.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// ValidationCheck is one check of a run_validation.
+type ValidationCheck struct {
+	// Name names the criterion the check is for, e.g. TestsPassing.
+	Name string `json:"name"`
+	// Command is the shell command line.
+	Command string `json:"command"`
+}
+
+// Validate reports a run_validation that cannot be run.
+func (v RunValidation) Validate() error {
+	if len(v.Checks) == 0 {
+		return errors.New("checks are required")
+	}
+	for i, c := range v.Checks {
+		if strings.TrimSpace(c.Command) == "" {
+			return fmt.Errorf("checks[%d].command is required", i)
+		}
+	}
+	if v.TimeoutMS < 0 {
+		return errors.New("timeout_ms is negative")
+	}
+	return nil
+}
+
+// Timeout returns the timeout of each check.
+func (v RunValidation) Timeout() time.Duration {
+	if v.TimeoutMS <= 0 {
+		return DefaultValidationTimeout
+	}
+	return time.Duration(v.TimeoutMS) * time.Millisecond
 }

@@ -22,6 +22,7 @@ const (
 	EventResumeAck           = "resume_ack"
 	EventStopAck             = "stop_ack"
 	EventReloadConfigAck     = "reload_config_ack"
+	EventValidationResult    = "validation_result"
 	// EventError reports a command the sidecar could not handle (unknown
 	// type, bad data, nothing pending to answer); the sidecar goes on.
 	EventError = "error"
@@ -33,7 +34,7 @@ var EventTypes = []string{
 	EventUsageUpdate, EventTurnCompleted, EventContextNearingLimit, EventContextExhausted,
 	EventHandoffDocument, EventVoluntaryHandoff, EventPermissionRequest, EventMessageDelivered,
 	EventInterruptAck, EventPauseAck, EventResumeAck, EventStopAck, EventReloadConfigAck,
-	EventError, EventSessionEnd,
+	EventValidationResult, EventError, EventSessionEnd,
 }
 
 // Event is the data of one raw event; its type names the entry.
@@ -334,3 +335,34 @@ type SessionEnd struct {
 
 // EventType returns "session_end".
 func (SessionEnd) EventType() string { return EventSessionEnd }
+
+// MaxValidationOutput is how much of a check's output validation_result
+// carries: the end, where test runners and linters sum up.
+const MaxValidationOutput = 4000
+
+// ValidationResult is the data of validation_result: how each check of a
+// run_validation went.
+type ValidationResult struct {
+	// CommandID is the run_validation's command_id.
+	CommandID string `json:"command_id"`
+	// Checks are the results, in the order of the command's checks.
+	Checks []CheckResult `json:"checks"`
+}
+
+// CheckResult is how one check went.
+type CheckResult struct {
+	// Name and Command are the check's.
+	Name    string `json:"name"`
+	Command string `json:"command"`
+	// ExitCode is the command's exit status; -1 when it did not exit by
+	// itself (timed out, or could not start).
+	ExitCode int `json:"exit_code"`
+	// TimedOut is true when the check ran past the timeout and was killed.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Output is the end of its standard output and error, at most
+	// MaxValidationOutput characters.
+	Output string `json:"output"`
+}
+
+// EventType returns "validation_result".
+func (ValidationResult) EventType() string { return EventValidationResult }
