@@ -13,10 +13,12 @@ CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
 .PHONY: deps build run test bench tools clean
 
-## deps: install the Postgres and Redis servers the stack and the tests need, and the Claude Code CLI
+## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, and the Claude Code CLI
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

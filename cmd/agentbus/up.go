@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -170,7 +171,13 @@ func collect(errs <-chan error) []error {
 }
 
 // serveHTTP serves until ctx ends, then shuts the server down gracefully.
+// Shutting down cancels the requests' contexts, so the live streams, which
+// never finish by themselves, end at once instead of holding the shutdown.
 func serveHTTP(ctx context.Context, srv *http.Server) error {
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv.BaseContext = func(net.Listener) context.Context { return base }
+	srv.RegisterOnShutdown(cancelRequests)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

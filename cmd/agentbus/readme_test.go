@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestREADMEWalkthrough runs the README's "A session, by hand" as a shell
+// script against `up` and its real runtime, as a new user pastes it: the
+// token is the one up's user has, the live stream runs in the background
+// instead of another shell, and every other line is taken as written.
+func TestREADMEWalkthrough(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	i := strings.Index(doc, "## A session, by hand")
+	require.Positive(t, i)
+	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(doc[i:])
+	require.NotNil(t, block)
+
+	u := startUpWithRuntime(t)
+	stream := filepath.Join(t.TempDir(), "stream.out")
+	var script []string
+	streamed := false
+	for _, line := range strings.Split(block[1], "\n") {
+		switch {
+		case strings.HasPrefix(line, "export TOKEN="):
+			line = "export TOKEN=" + u.token
+		case strings.HasPrefix(line, "curl -N "):
+			line = "timeout 120 " + line + " > " + stream + " 2>&1 &"
+			streamed = true
+		}
+		script = append(script, strings.ReplaceAll(line, "localhost:8080", strings.TrimPrefix(u.base, "http://")))
+	}
+	require.True(t, streamed, "the walkthrough follows the session live")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n")+"\n")
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the walkthrough failed:\n%s", out)
+	assert.Contains(t, string(out), `"Completed"`, "the approved session is Completed:\n%s", out)
+	assert.Contains(t, string(out), `"Cancelling"`, "the long session is cancelled:\n%s", out)
+
+	require.Eventually(t, func() bool {
+		got, _ := os.ReadFile(stream)
+		return strings.Contains(string(got), "agent_session_output_ready")
+	}, wait, 100*time.Millisecond, "the live stream showed no output of the session")
+	got, err := os.ReadFile(stream)
+	require.NoError(t, err)
+	for _, ev := range []string{"session_input_received", "agent_session_approved"} {
+		assert.Contains(t, string(got), ev, "the live stream shows the session's events")
+	}
+}
