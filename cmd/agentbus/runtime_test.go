@@ -29,6 +29,7 @@ import (
 // runs it as `agentbus sidecar`), driving the script engine.
 type upUnderTest struct {
 	t         *testing.T
+	args      []string
 	base      string
 	token     string
 	owner     string
@@ -48,14 +49,26 @@ func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
 	t.Setenv("AGENTBUS_ENGINE", "")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	redisPort := freePort(t)
-	args := append([]string{"--data-dir", dataDir, "--http", httpAddr,
-		"--nats-port", fmt.Sprint(freePort(t)), "--nats-monitor-port", "0",
-		"--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""},
-		extraArgs...)
+	u := &upUnderTest{t: t, base: "http://" + httpAddr, owner: uuid.NewString(), workspace: filepath.Join(dataDir, "workspace"),
+		args: append([]string{"--data-dir", dataDir, "--http", httpAddr,
+			"--nats-port", fmt.Sprint(freePort(t)), "--nats-monitor-port", "0",
+			"--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""},
+			extraArgs...)}
+	u.launch()
+	u.token, err = api.NewToken(runtimeSecret, u.owner, time.Hour)
+	require.NoError(t, err)
+	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
+	t.Cleanup(func() { _ = u.redis.Close() })
+	return u
+}
+
+// launch runs up until stop is called or the test ends.
+func (u *upUnderTest) launch() {
+	t := u.t
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runUp(ctx, args) }()
-	u := &upUnderTest{t: t, base: "http://" + httpAddr, owner: uuid.NewString(), workspace: filepath.Join(dataDir, "workspace")}
+	go func() { done <- runUp(ctx, u.args) }()
 	stopped := false
 	u.stop = func() {
 		if stopped {
@@ -70,7 +83,8 @@ func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
 			t.Error("up did not stop")
 		}
 	}
-	t.Cleanup(u.stop)
+	stop := u.stop
+	t.Cleanup(stop)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(u.base + "/readyz")
 		if err != nil {
@@ -79,11 +93,6 @@ func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 90*time.Second, 100*time.Millisecond, "up did not become ready")
-	u.token, err = api.NewToken(runtimeSecret, u.owner, time.Hour)
-	require.NoError(t, err)
-	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
-	t.Cleanup(func() { _ = u.redis.Close() })
-	return u
 }
 
 // call sends a request to the API and decodes the answer into out (when
@@ -455,4 +464,41 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 			assert.Equal(t, "body.workingDirectory", problem.Errors[0].Location, dir)
 		}
 	})
+}
+
+// TestAFollowUpAfterARestartOfUpReachesTheResumedAgent stops up while a
+// session waits Idle and starts it again on the same data.
+func TestAFollowUpAfterARestartOfUpReachesTheResumedAgent(t *testing.T) {
+	u := startUpWithRuntime(t)
+	id := u.start(map[string]any{"workingDirectory": "restart", "objective": "Say hello"})
+	u.waitReview(id)
+	pid := u.sidecarPID(id)
+	u.stop()
+	assert.True(t, processGone(pid), "up stopped the sidecar")
+
+	u.launch()
+	require.Eventually(t, func() bool {
+		p := u.sidecarPIDs()[id]
+		return p != 0 && p != pid
+	}, 2*wait, 20*time.Millisecond, "the sidecar was not started again")
+	u.followUp(id, "What did you do before?", "Queued")
+
+	var activity struct {
+		Items []struct {
+			Summary string `json:"summary"`
+			Detail  string `json:"detail"`
+		} `json:"items"`
+	}
+	u.must(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &activity)
+	var started []map[string]any
+	for _, it := range activity.Items {
+		if strings.HasPrefix(it.Summary, "Sidecar started") {
+			var d map[string]any
+			require.NoError(t, json.Unmarshal([]byte(it.Detail), &d))
+			started = append(started, d)
+		}
+	}
+	require.Len(t, started, 2, "one sidecar before the restart, one after")
+	assert.Equal(t, true, started[1]["resumed"], "the second resumes the agent")
+	assert.Equal(t, started[0]["engine_session_id"], started[1]["engine_session_id"], "of the same engine session")
 }
