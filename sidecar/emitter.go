@@ -23,10 +23,18 @@ type emitter struct {
 	key     string
 	timeout time.Duration // how long one event may keep failing
 
+	// quit, once closed, stops retries: a suspended sidecar does not wait
+	// for a Redis that may be gone with its runtime.
+	quit     chan struct{}
+	quitOnce sync.Once
+
 	mu    sync.Mutex
 	ended bool
 	end   protocol.SessionEnd
 }
+
+// abandon makes writes give up at their first failure from now on.
+func (e *emitter) abandon() { e.quitOnce.Do(func() { close(e.quit) }) }
 
 // emit writes one event. Writes use their own context: an event is written
 // even while the session is being torn down.
@@ -81,7 +89,11 @@ func (e *emitter) write(ev protocol.Event) error {
 		if time.Now().Add(backoff).After(deadline) {
 			return fmt.Errorf("write %s: %w", ev.EventType(), err)
 		}
-		time.Sleep(backoff)
+		select {
+		case <-e.quit:
+			return fmt.Errorf("write %s: %w", ev.EventType(), err)
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }

@@ -152,16 +152,23 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	case <-r.forced:
 		r.log.Warn("agent did not stop within the timeout; abandoned")
 	case <-ctx.Done():
+		// A signal gives the sidecar 2 s to exit: the turn is cut short and
+		// nothing waits for a Redis that may be gone with the runtime.
 		r.suspend()
+		r.out.abandon()
 		select {
 		case <-loopDone:
-		case <-time.After(r.config().StopTimeout()):
-			r.log.Warn("agent did not stop within the timeout; abandoned")
+		case <-time.After(suspendGrace):
+			r.log.Warn("agent did not stop within the grace; abandoned")
 		}
 	}
 	stopReading()
 	<-readDone
-	r.closeSession()
+	if r.isSuspended() {
+		r.closeSessionWithin(suspendGrace)
+	} else {
+		r.closeSession()
+	}
 	end, ok := r.out.final()
 	if !ok && r.isSuspended() {
 		r.log.Info("sidecar suspended; the session goes on")
@@ -241,7 +248,7 @@ func newRunner(opts Options) *runner {
 		opts:      opts,
 		log:       opts.Logger,
 		rdb:       opts.Redis,
-		out:       &emitter{rdb: opts.Redis, key: protocol.EventsKey(opts.SessionID), timeout: opts.WriteTimeout},
+		out:       &emitter{rdb: opts.Redis, key: protocol.EventsKey(opts.SessionID), timeout: opts.WriteTimeout, quit: make(chan struct{})},
 		start:     time.Now(),
 		forced:    make(chan struct{}),
 		cfg:       opts.Config,
@@ -334,7 +341,14 @@ func (r *runner) finish(end protocol.SessionEnd, before ...protocol.Event) bool 
 	return wrote
 }
 
-func (r *runner) closeSession() {
+// suspendGrace bounds each step of a suspension: the turn's end, then the
+// engine's close.
+const suspendGrace = 800 * time.Millisecond
+
+func (r *runner) closeSession() { r.closeSessionWithin(5 * time.Second) }
+
+// closeSessionWithin closes the engine's session, waiting at most d.
+func (r *runner) closeSessionWithin(d time.Duration) {
 	if r.sess == nil {
 		return
 	}
@@ -347,8 +361,8 @@ func (r *runner) closeSession() {
 	}()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
-		r.log.Warn("engine session did not close within 5s")
+	case <-time.After(d):
+		r.log.Warn("engine session did not close in time", "waited", d)
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/sidecar"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -249,4 +251,38 @@ func TestStayIdleSidecarReportsItsWorkDoneAndWaits(t *testing.T) {
 	h.send(protocol.CommandStop, protocol.Stop{})
 	end := h.waitEnd()
 	assert.Equal(t, protocol.ReasonStopped, end.Reason)
+}
+
+func TestASuspendedSidecarDoesNotWaitForAGoneRedis(t *testing.T) {
+	port, err := localserver.FreePort()
+	require.NoError(t, err)
+	srv, err := localserver.StartRedis(context.Background(), localserver.RedisConfig{Dir: t.TempDir(), Port: port})
+	require.NoError(t, err)
+	defer srv.Stop()
+	ropts, err := redis.ParseURL(srv.URL())
+	require.NoError(t, err)
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	id := uuid.NewString()
+	go func() {
+		// Writes would retry for ten minutes were the sidecar not suspended.
+		_, err := sidecar.Run(ctx, sidecar.Options{SessionID: id, Config: scriptConfig(t, "long"), Redis: rdb,
+			CommandBlock: 100 * time.Millisecond, WriteTimeout: 10 * time.Minute})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := rdb.XLen(context.Background(), protocol.EventsKey(id)).Result()
+		return err == nil && n >= 3
+	}, wait, 20*time.Millisecond, "the sidecar did not start its turn")
+	srv.Stop() // the runtime and its Redis go away together
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, sidecar.ErrSuspended)
+	case <-time.After(wait):
+		t.Fatal("the suspended sidecar kept waiting for its Redis")
+	}
 }
