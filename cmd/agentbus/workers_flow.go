@@ -47,7 +47,7 @@ func init() {
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
-			return reactions.Pool{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
+			return reactions.Pool{JS: in.JS, Client: client}.Run(ctx)
 		}),
 	}
 	workers["delivery"] = worker{

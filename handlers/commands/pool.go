@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -12,24 +13,7 @@ import (
 	"github.com/agentbus/agentbus/postgres"
 )
 
-// ActiveSessions counts the owner's sessions that hold a pool slot. The
-// caller holds the owner's pool lock, so the count stays true until commit.
-func ActiveSessions(ctx context.Context, q postgres.Querier, owner uuid.UUID) (int, error) {
-	statuses := make([]string, 0, 8)
-	for _, s := range domain.PoolSlotStatuses() {
-		statuses = append(statuses, string(s))
-	}
-	var n int
-	err := q.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE owner_id = $1 AND status = ANY($2)", owner, statuses).Scan(&n)
-	return n, err
-}
-
-// lockPool serialises the allocations of one owner, so two sessions never
-// both take the last slot.
-func lockPool(ctx context.Context, tx pgx.Tx, owner uuid.UUID) error {
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "pool:"+owner.String())
-	return err
-}
+var pools postgres.Pools
 
 func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
 	d.Register(domain.AggregateSession, command.AllocateSession, func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
@@ -37,10 +21,10 @@ func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		if err != nil {
 			return nil, err
 		}
-		if err := lockPool(ctx, tx, s.OwnerID()); err != nil {
+		if err := pools.Lock(ctx, tx, s.OwnerID()); err != nil {
 			return nil, err
 		}
-		active, err := ActiveSessions(ctx, tx, s.OwnerID())
+		active, err := pools.Active(ctx, tx, s.OwnerID())
 		if err != nil {
 			return nil, err
 		}
@@ -61,19 +45,62 @@ func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		if err != nil {
 			return nil, err
 		}
-		if err := lockPool(ctx, tx, s.OwnerID()); err != nil {
+		if err := pools.Lock(ctx, tx, s.OwnerID()); err != nil {
 			return nil, err
 		}
-		active, err := ActiveSessions(ctx, tx, s.OwnerID())
+		active, err := pools.Active(ctx, tx, s.OwnerID())
 		if err != nil {
 			return nil, err
 		}
-		if err := pool.Release(s, active, now().UTC()); err != nil {
+		at := now().UTC()
+		if err := pool.Release(s, active, at); err != nil {
 			return nil, err
 		}
 		if err := sessions.Save(ctx, tx, s); err != nil {
 			return nil, err
 		}
+		if err := fillPool(ctx, tx, pool, s.OwnerID(), active, at); err != nil {
+			return nil, err
+		}
 		return SessionState(s), nil
 	})
+}
+
+// fillPool starts the owner's Queued sessions, oldest first, until the
+// pool is full or none waits. It runs under the owner's pool lock, in the
+// transaction that freed the slots: releases that commit one after the
+// other each see the sessions the previous one started, so no two of them
+// pick the same session and every freed slot is taken. A Queued session
+// that cannot start (its budget is spent) is passed over.
+func fillPool(ctx context.Context, tx pgx.Tx, pool domain.SessionPool, owner uuid.UUID, active int, at time.Time) error {
+	passed := map[uuid.UUID]bool{}
+	for pool.CanAllocate(active) {
+		line, err := pools.Queued(ctx, tx, owner, pool.MaxCount()-active+len(passed))
+		if err != nil {
+			return err
+		}
+		started := false
+		for _, id := range line {
+			if passed[id] || !pool.CanAllocate(active) {
+				continue
+			}
+			s, err := sessions.Get(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := pool.Allocate(s, active, at); err != nil {
+				passed[id] = true
+				continue
+			}
+			if err := sessions.Save(ctx, tx, s); err != nil {
+				return err
+			}
+			active++
+			started = true
+		}
+		if !started {
+			return nil
+		}
+	}
+	return nil
 }
