@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -11,7 +13,8 @@ import (
 
 // Pools is the storage side of each owner's session pool, used inside a
 // command's transaction: the lock that serialises an owner's allocations,
-// and the counts and line of sessions they are decided on.
+// the counts and line of sessions they are decided on, and the size the
+// owner set.
 type Pools struct{}
 
 // Lock takes the owner's pool lock until the transaction ends. Every
@@ -40,6 +43,26 @@ func (Pools) Queued(ctx context.Context, tx pgx.Tx, owner uuid.UUID, limit int) 
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// Config returns the size the owner set for their pool; its zero value
+// when they set none.
+func (Pools) Config(ctx context.Context, q Querier, owner uuid.UUID) (domain.SessionPoolConfig, error) {
+	var cfg domain.SessionPoolConfig
+	err := q.QueryRow(ctx, "SELECT max_concurrent_sessions FROM pool_configs WHERE owner_id = $1", owner).
+		Scan(&cfg.MaxConcurrentSessions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.SessionPoolConfig{}, nil
+	}
+	return cfg, err
+}
+
+// SetConfig stores the size the owner set for their pool.
+func (Pools) SetConfig(ctx context.Context, tx pgx.Tx, owner uuid.UUID, cfg domain.SessionPoolConfig, at time.Time) error {
+	_, err := tx.Exec(ctx, `INSERT INTO pool_configs (owner_id, max_concurrent_sessions, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (owner_id) DO UPDATE SET max_concurrent_sessions = EXCLUDED.max_concurrent_sessions, updated_at = EXCLUDED.updated_at`,
+		owner, cfg.MaxConcurrentSessions, at)
+	return err
 }
 
 func slotStatuses() []string {

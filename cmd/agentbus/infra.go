@@ -31,6 +31,9 @@ type infra struct {
 	DatabaseURL string
 	RedisURL    string
 	NATSURL     string
+	// PoolMax is the session pool size of users who set none of their
+	// own (--pool-max); 0 is domain.DefaultMaxConcurrentSessions.
+	PoolMax int
 
 	stops []func()
 }

@@ -45,6 +45,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("REDIS_URL"), "use this Redis instead of a private one")
 	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
+	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
@@ -56,11 +57,14 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	in := &infra{}
 	defer in.Close()
+	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+		return err
+	}
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err
 	}
 
-	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks())
+	apiServer, err := newAPI(ctx, in, in.Checks())
 	if err != nil {
 		return err
 	}

@@ -15,16 +15,15 @@ import (
 
 var pools postgres.Pools
 
-func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
+// registerPool registers allocation, release and the pool's size. fallback
+// is the pool of owners who set no size of their own.
+func registerPool(d *Dispatcher, now Clock, fallback domain.SessionPool) {
 	d.Register(domain.AggregateSession, command.AllocateSession, func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
 		s, err := sessions.Get(ctx, tx, cmd.AggregateID)
 		if err != nil {
 			return nil, err
 		}
-		if err := pools.Lock(ctx, tx, s.OwnerID()); err != nil {
-			return nil, err
-		}
-		active, err := pools.Active(ctx, tx, s.OwnerID())
+		pool, active, err := lockPool(ctx, tx, fallback, s.OwnerID())
 		if err != nil {
 			return nil, err
 		}
@@ -45,10 +44,7 @@ func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		if err != nil {
 			return nil, err
 		}
-		if err := pools.Lock(ctx, tx, s.OwnerID()); err != nil {
-			return nil, err
-		}
-		active, err := pools.Active(ctx, tx, s.OwnerID())
+		pool, active, err := lockPool(ctx, tx, fallback, s.OwnerID())
 		if err != nil {
 			return nil, err
 		}
@@ -59,25 +55,81 @@ func registerPool(d *Dispatcher, now Clock, pool domain.SessionPool) {
 		if err := sessions.Save(ctx, tx, s); err != nil {
 			return nil, err
 		}
-		if err := fillPool(ctx, tx, pool, s.OwnerID(), active, at); err != nil {
+		if _, err := fillPool(ctx, tx, pool, s.OwnerID(), active, at); err != nil {
 			return nil, err
 		}
 		return SessionState(s), nil
 	})
+	d.Register(command.PoolAggregate, command.ConfigurePool, func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
+		if err := checkOwner(cmd, cmd.AggregateID.String(), "pool"); err != nil {
+			return nil, err
+		}
+		cfg, err := decode[domain.SessionPoolConfig](cmd)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		pool, err := domain.NewSessionPool(cfg)
+		if err != nil {
+			return nil, err
+		}
+		owner := cmd.AggregateID
+		at := now().UTC()
+		if err := pools.Lock(ctx, tx, owner); err != nil {
+			return nil, err
+		}
+		if err := pools.SetConfig(ctx, tx, owner, cfg, at); err != nil {
+			return nil, err
+		}
+		active, err := pools.Active(ctx, tx, owner)
+		if err != nil {
+			return nil, err
+		}
+		// Sessions beyond a smaller size keep their slots: they end in
+		// their own time, and their releases start nobody until the
+		// owner is below the new size.
+		if active, err = fillPool(ctx, tx, pool, owner, active, at); err != nil {
+			return nil, err
+		}
+		return pool.Utilization(active), nil
+	})
+}
+
+// lockPool takes the owner's pool lock and returns the owner's pool and
+// how many of its slots are taken.
+func lockPool(ctx context.Context, tx pgx.Tx, fallback domain.SessionPool, owner uuid.UUID) (domain.SessionPool, int, error) {
+	if err := pools.Lock(ctx, tx, owner); err != nil {
+		return domain.SessionPool{}, 0, err
+	}
+	cfg, err := pools.Config(ctx, tx, owner)
+	if err != nil {
+		return domain.SessionPool{}, 0, err
+	}
+	pool := fallback
+	if cfg.MaxConcurrentSessions > 0 {
+		if pool, err = domain.NewSessionPool(cfg); err != nil {
+			return domain.SessionPool{}, 0, err
+		}
+	}
+	active, err := pools.Active(ctx, tx, owner)
+	return pool, active, err
 }
 
 // fillPool starts the owner's Queued sessions, oldest first, until the
-// pool is full or none waits. It runs under the owner's pool lock, in the
-// transaction that freed the slots: releases that commit one after the
-// other each see the sessions the previous one started, so no two of them
-// pick the same session and every freed slot is taken. A Queued session
-// that cannot start (its budget is spent) is passed over.
-func fillPool(ctx context.Context, tx pgx.Tx, pool domain.SessionPool, owner uuid.UUID, active int, at time.Time) error {
+// pool is full or none waits, and returns how many slots are taken then.
+// It runs under the owner's pool lock, in the transaction that freed the
+// slots: releases that commit one after the other each see the sessions
+// the previous one started, so no two of them pick the same session and
+// every freed slot is taken. A Queued session that cannot start (its
+// budget is spent) is passed over.
+func fillPool(ctx context.Context, tx pgx.Tx, pool domain.SessionPool, owner uuid.UUID, active int, at time.Time) (int, error) {
 	passed := map[uuid.UUID]bool{}
 	for pool.CanAllocate(active) {
 		line, err := pools.Queued(ctx, tx, owner, pool.MaxCount()-active+len(passed))
 		if err != nil {
-			return err
+			return active, err
 		}
 		started := false
 		for _, id := range line {
@@ -86,21 +138,21 @@ func fillPool(ctx context.Context, tx pgx.Tx, pool domain.SessionPool, owner uui
 			}
 			s, err := sessions.Get(ctx, tx, id)
 			if err != nil {
-				return err
+				return active, err
 			}
 			if err := pool.Allocate(s, active, at); err != nil {
 				passed[id] = true
 				continue
 			}
 			if err := sessions.Save(ctx, tx, s); err != nil {
-				return err
+				return active, err
 			}
 			active++
 			started = true
 		}
 		if !started {
-			return nil
+			break
 		}
 	}
-	return nil
+	return active, nil
 }
