@@ -25,7 +25,7 @@ func TestConfigurePool(t *testing.T) {
 		return decode[PoolUtilization](t, resp)
 	}
 
-	t.Run("422 for a size out of range", func(t *testing.T) {
+	t.Run("422 for a size that is not a whole number in range", func(t *testing.T) {
 		for name, body := range map[string]any{
 			"zero":         map[string]any{"maxConcurrentSessions": 0},
 			"negative":     map[string]any{"maxConcurrentSessions": -1},

@@ -75,7 +75,10 @@ func TestPool(t *testing.T) {
 			sc.end(t, "stopped")
 		}
 
-		require.Eventually(t, func() bool { return s.countStatus(t, queued, domain.StatusRunning) == len(running) },
+		require.Eventually(t, func() bool {
+			n, err := s.countStatusOf(queued, domain.StatusRunning)
+			return err == nil && n == len(running)
+		},
 			4*wait, 50*time.Millisecond, "the %d slots freed at once were not all taken", len(running))
 		s.waitIdle(t)
 		assert.Equal(t, len(running), s.countStatus(t, queued, domain.StatusRunning))
@@ -238,10 +241,17 @@ func (s *system) try(owner, name string, id uuid.UUID) error {
 // countStatus counts the sessions among ids that are in status.
 func (s *system) countStatus(t *testing.T, ids []uuid.UUID, status domain.SessionStatus) int {
 	t.Helper()
-	var n int
-	require.NoError(t, s.in.Pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM sessions WHERE id = ANY($1) AND status = $2", ids, string(status)).Scan(&n))
+	n, err := s.countStatusOf(ids, status)
+	require.NoError(t, err)
 	return n
+}
+
+// countStatusOf is countStatus for a condition polled off the test's goroutine.
+func (s *system) countStatusOf(ids []uuid.UUID, status domain.SessionStatus) (int, error) {
+	var n int
+	err := s.in.Pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM sessions WHERE id = ANY($1) AND status = $2", ids, string(status)).Scan(&n)
+	return n, err
 }
 
 // waitIdle waits until the commands worker and the pool reaction have
