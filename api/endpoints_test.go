@@ -86,7 +86,8 @@ var seedEndpoints = []string{
 var knownMissing = []string{}
 
 // beyondSeed are endpoints served besides section 8.9: tool
-// permissions, the budget, and the live streams (SSE instead of the seed's
+// permissions, the budget, the pool's size (SessionPoolConfig), and the
+// live streams (SSE instead of the seed's
 // WebSocket hub).
 var beyondSeed = []string{
 	"GET /api/agents/sessions/{id}/permissions",
@@ -95,6 +96,7 @@ var beyondSeed = []string{
 	"POST /api/agents/sessions/{id}/budget",
 	"GET /api/agents/sessions/{id}/stream",
 	"GET /api/agents/stream",
+	"PUT /api/agents/pool",
 }
 
 // TestSeedEndpointsInOpenAPI compares the OpenAPI document's paths and

@@ -7,11 +7,27 @@ import (
 // DefaultMaxConcurrentSessions is the pool size when none is configured.
 const DefaultMaxConcurrentSessions = 20
 
+// MaxMaxConcurrentSessions is the largest pool size a user may set: far
+// beyond what any API quota runs at once, so a larger value is a mistake.
+const MaxMaxConcurrentSessions = 10000
+
 // SessionPoolConfig is a user's concurrency setting.
 type SessionPoolConfig struct {
 	// MaxConcurrentSessions is how many of the user's sessions may hold a
-	// slot (have a live sidecar) at once; >= 1.
+	// slot (have a live sidecar) at once; 1 to MaxMaxConcurrentSessions.
 	MaxConcurrentSessions int `json:"maxConcurrentSessions"`
+}
+
+// Validate checks a size a user sets for their own pool, where 0 is no
+// default but a mistake.
+func (c SessionPoolConfig) Validate() error {
+	switch {
+	case c.MaxConcurrentSessions < 1:
+		return invalid("maxConcurrentSessions", "must be at least 1")
+	case c.MaxConcurrentSessions > MaxMaxConcurrentSessions:
+		return invalid("maxConcurrentSessions", "must be at most %d", MaxMaxConcurrentSessions)
+	}
+	return nil
 }
 
 // SessionPoolUtilization is a snapshot of a pool's use, for the UI.
@@ -34,11 +50,11 @@ type SessionPool struct {
 // NewSessionPool returns a pool with the configured size (0 means
 // DefaultMaxConcurrentSessions).
 func NewSessionPool(cfg SessionPoolConfig) (SessionPool, error) {
-	switch {
-	case cfg.MaxConcurrentSessions == 0:
+	if cfg.MaxConcurrentSessions == 0 {
 		cfg.MaxConcurrentSessions = DefaultMaxConcurrentSessions
-	case cfg.MaxConcurrentSessions < 1:
-		return SessionPool{}, invalid("maxConcurrentSessions", "must be at least 1")
+	}
+	if err := cfg.Validate(); err != nil {
+		return SessionPool{}, err
 	}
 	return SessionPool{max: cfg.MaxConcurrentSessions}, nil
 }

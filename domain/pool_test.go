@@ -83,3 +83,33 @@ func TestSessionPool(t *testing.T) {
 		domain.StatusPausing, domain.StatusPaused, domain.StatusResuming, domain.StatusCancelling,
 		domain.StatusWaitingForInput, domain.StatusWaitingForApproval, domain.StatusIdle}, domain.PoolSlotStatuses())
 }
+
+func TestSessionPoolConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		max   int
+		valid bool
+	}{
+		{"one", 1, true},
+		{"default size", domain.DefaultMaxConcurrentSessions, true},
+		{"largest", domain.MaxMaxConcurrentSessions, true},
+		{"zero is no default when a user sets it", 0, false},
+		{"negative", -3, false},
+		{"too large", domain.MaxMaxConcurrentSessions + 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := domain.SessionPoolConfig{MaxConcurrentSessions: tt.max}.Validate()
+			if tt.valid {
+				assert.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, domain.ErrValidation)
+			var ve *domain.ValidationError
+			require.ErrorAs(t, err, &ve)
+			assert.Equal(t, "maxConcurrentSessions", ve.Field())
+		})
+	}
+}

@@ -10,28 +10,22 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agentbus/agentbus/api"
 	agentcmd "github.com/agentbus/agentbus/command"
-	"github.com/agentbus/agentbus/domain"
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
-	"github.com/agentbus/agentbus/workspace"
 )
 
-// newAPI builds the HTTP API on the given connections: commands go to the
+// newAPI builds the HTTP API on in's connections: commands go to the
 // commands worker through JetStream, queries read Postgres, and people's
 // tokens are checked with AGENTBUS_JWT_SECRET (or the development secret).
-// /readyz checks Postgres and NATS. What it starts stops when ctx ends;
-// call Close on the server too.
-// newAPI builds the HTTP API on the given connections; checks are the
-// process's readiness checks, nil for the API's own (Postgres and NATS).
-func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks, ws workspace.Root) (*api.Server, error) {
-	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
+// checks are the process's readiness checks, nil for the API's own
+// (Postgres and NATS). What it starts stops when ctx ends; call Close on
+// the server too.
+func newAPI(ctx context.Context, in *infra, checks *health.Checks) (*api.Server, error) {
+	pool, nc, js := in.Pool, in.NC, in.JS
+	sessionPool, err := in.sessionPool()
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +44,10 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream
 			_, err := js.AccountInfo(ctx)
 			return err
 		})
+	}
+	ws, err := in.workspace()
+	if err != nil {
+		return nil, err
 	}
 	srv, err := api.New(api.Config{JWTSecret: jwtSecret(), Workspace: ws}, api.Deps{
 		AgentKeys:     store,
@@ -78,6 +76,7 @@ func runAPI(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address")
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated (default $NATS_URL)")
+	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
 	if *databaseURL == "" {
 		return errors.New("no database: set DATABASE_URL or --database-url")
@@ -88,6 +87,10 @@ func runAPI(ctx context.Context, args []string) error {
 
 	in := &infra{}
 	defer in.Close()
+	var err error
+	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+		return err
+	}
 	if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
 		return err
 	}
@@ -96,11 +99,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	apiCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ws, err := in.workspace()
-	if err != nil {
-		return err
-	}
-	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil, ws)
+	srv, err := newAPI(apiCtx, in, nil)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type infra struct {
 	// Workspace is the root of the sessions' working directories; empty
 	// means $AGENTBUS_WORKSPACE, else <data dir>/workspace.
 	Workspace string
+	// PoolMax is the session pool size of users who set none of their
+	// own (--pool-max); 0 is domain.DefaultMaxConcurrentSessions.
+	PoolMax int
 
 	stops []func()
 }

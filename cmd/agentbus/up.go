@@ -48,6 +48,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
 	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
+	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
@@ -59,15 +60,14 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	in := &infra{DataDir: dataDir, Workspace: cfg.workspace, APIURL: "http://" + cfg.httpAddr}
 	defer in.Close()
+	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+		return err
+	}
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err
 	}
 
-	ws, err := in.workspace()
-	if err != nil {
-		return err
-	}
-	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks(), ws)
+	apiServer, err := newAPI(ctx, in, in.Checks())
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -211,5 +212,32 @@ func TestEveryWorkerHasAComposeService(t *testing.T) {
 			want = `command: ["relay"` // the relay subcommand, with its own flags
 		}
 		assert.True(t, strings.Contains(string(raw), want), "compose.yaml has no service running worker %s", name)
+	}
+}
+
+func TestPoolMax(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		value string
+		want  int
+		ok    bool
+	}{
+		{"", 0, true},
+		{"1", 1, true},
+		{"50", 50, true},
+		{"0", 0, false},
+		{"-2", 0, false},
+		{"twenty", 0, false},
+		{strconv.Itoa(domain.MaxMaxConcurrentSessions + 1), 0, false},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			got, err := poolMax(tt.value)
+			if !tt.ok {
+				assert.ErrorContains(t, err, "--pool-max")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
 	}
 }

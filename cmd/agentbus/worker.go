@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/domain"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/postgres"
 )
@@ -124,7 +123,7 @@ func runCommandsWorker(ctx context.Context, in *infra) error {
 	if err != nil {
 		return err
 	}
-	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
+	sessionPool, err := in.sessionPool()
 	if err != nil {
 		return err
 	}
@@ -151,6 +150,7 @@ func runWorker(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres, already migrated (default $DATABASE_URL)")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated, from $NATS_URL; streams and consumers are provisioned")
 	redisURL := fs.String("redis-url", os.Getenv("REDIS_URL"), "Redis, for workers that use it (default $REDIS_URL)")
+	poolMaxArg := poolMaxFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: agentbus worker <name> [flags]\n\nworkers:\n")
 		for _, name := range workerNames() {
@@ -185,6 +185,10 @@ func runWorker(ctx context.Context, args []string) error {
 
 	in := &infra{}
 	defer in.Close()
+	var err error
+	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+		return err
+	}
 	if w.needs&needNATS != 0 {
 		if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
 			return err

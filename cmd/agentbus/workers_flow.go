@@ -44,11 +44,11 @@ func init() {
 		},
 	}
 	workers["pool"] = worker{
-		summary: "allocate a pool slot to each new session, release it when the session ends, start the next Queued one",
+		summary: "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
-			return reactions.Pool{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
+			return reactions.Pool{JS: in.JS, Client: client}.Run(ctx)
 		}),
 	}
 	workers["delivery"] = worker{

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/postgres"
 )
 
 type sessionHarness struct {
@@ -305,9 +306,47 @@ func TestConcurrentAllocationsNeverOverfillThePool(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, 3, allocated)
-	n, err := commands.ActiveSessions(context.Background(), h.pool, h.owner)
+	n, err := postgres.Pools{}.Active(context.Background(), h.pool, h.owner)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
+}
+
+func TestConcurrentReleasesFillEveryFreedSlot(t *testing.T) {
+	h := startWorker(t, 4)
+	running := make([]uuid.UUID, 4)
+	for i := range running {
+		running[i] = h.newSession(t, true)
+	}
+	queued := make([]uuid.UUID, 10)
+	for i := range queued {
+		queued[i] = h.newSession(t, false)
+	}
+	for _, id := range running {
+		h.internal(t, command.RecordFailure, id, command.FailureData{Reason: domain.FailureAgentError, Message: "crashed"})
+	}
+	var wg sync.WaitGroup
+	for _, id := range running {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := h.send(t, domain.AggregateSession, command.ReleaseSession, id, "", nil)
+			assert.NoError(t, r.Err())
+		}()
+	}
+	wg.Wait()
+
+	n, err := postgres.Pools{}.Active(context.Background(), h.pool, h.owner)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "every freed slot is taken")
+	for i, id := range queued {
+		stored, err := postgres.Sessions{}.Get(context.Background(), h.pool, id)
+		require.NoError(t, err)
+		if i < 4 {
+			assert.Equal(t, domain.StatusRunning, stored.Status(), "the oldest Queued sessions start first")
+		} else {
+			assert.Equal(t, domain.StatusQueued, stored.Status())
+		}
+	}
 }
 
 func TestBudgetExhaustionRequestsPauseAndRaiseAllowsResume(t *testing.T) {
