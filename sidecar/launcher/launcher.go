@@ -50,7 +50,7 @@ const (
 // a process needs to run, and the engines' own settings (the claude
 // engine's binary, model endpoint and key).
 var DefaultInheritEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	"ANTHROPIC_*", "AGENTBUS_CLAUDE_*"}
+	"ANTHROPIC_*", "AGENTBUS_CLAUDE_*", "CLAUDE_CODE_*", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING"}
 
 // Errors of StartSession and Stop.
 var (

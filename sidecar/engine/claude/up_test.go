@@ -1,0 +1,293 @@
+package claude_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// agentbusBinary builds the agentbus binary once per test run.
+func agentbusBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := testenv.TempDir("bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = filepath.Join(dir, "agentbus")
+		cmd := exec.Command("go", "build", "-o", built, "./cmd/agentbus")
+		cmd.Dir = moduleRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return built
+}
+
+// upProcess is `agentbus up` as a user runs it, with the claude engine
+// driving the real CLI against the world's scripted model.
+type upProcess struct {
+	t     *testing.T
+	args  []string
+	env   []string
+	log   *bytes.Buffer
+	base  string
+	token string
+	redis *redis.Client
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+const upSecret = "claude-up-test-secret"
+
+func startUp(t *testing.T, w *world) *upProcess {
+	t.Helper()
+	bin := agentbusBinary(t)
+	dataDir, err := testenv.TempDir("claude-up")
+	require.NoError(t, err)
+	port := func() int {
+		p, err := localserver.FreePort()
+		require.NoError(t, err)
+		return p
+	}
+	httpAddr, redisPort := fmt.Sprintf("127.0.0.1:%d", port()), port()
+	u := &upProcess{t: t, base: "http://" + httpAddr, log: &bytes.Buffer{},
+		args: []string{bin, "up", "--data-dir", dataDir, "--http", httpAddr, "--nats-port", fmt.Sprint(port()),
+			"--nats-monitor-port", "0", "--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort),
+			"--redis-url", "", "--nats-url", ""},
+		// What the README tells a user to give up for the claude engine.
+		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "AGENTBUS_ENGINE=claude",
+			"AGENTBUS_CLAUDE_BIN=" + cliBinary(t), "ANTHROPIC_BASE_URL=" + w.model.URL(), "ANTHROPIC_API_KEY=sk-ant-test-key",
+			"AGENTBUS_JWT_SECRET=" + upSecret, "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+	}
+	u.launch()
+	u.token, err = api.NewToken(upSecret, uuid.NewString(), time.Hour)
+	require.NoError(t, err)
+	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
+	t.Cleanup(func() { _ = u.redis.Close() })
+	return u
+}
+
+func (u *upProcess) launch() {
+	t := u.t
+	t.Helper()
+	u.cmd = exec.Command(u.args[0], u.args[1:]...)
+	u.cmd.Env = u.env
+	u.cmd.Stdout, u.cmd.Stderr = u.log, u.log
+	require.NoError(t, u.cmd.Start())
+	u.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(u.cmd, u.done)
+	t.Cleanup(func() {
+		_ = u.cmd.Process.Kill()
+		<-u.done
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(u.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 100*time.Millisecond, "up did not become ready:\n%s", u.log)
+}
+
+// stop sends up SIGTERM, as Ctrl-C or a service manager does.
+func (u *upProcess) stop() {
+	u.t.Helper()
+	require.NoError(u.t, u.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-u.done:
+	case <-time.After(wait):
+		u.t.Fatalf("up did not stop on SIGTERM:\n%s", u.log)
+	}
+}
+
+func (u *upProcess) call(method, path string, body, out any) int {
+	u.t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(u.t, err)
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, u.base+path, r)
+	require.NoError(u.t, err)
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(u.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(u.t, err)
+	require.Less(u.t, resp.StatusCode, 300, "%s %s: %s", method, path, raw)
+	if out != nil {
+		require.NoError(u.t, json.Unmarshal(raw, out))
+	}
+	return resp.StatusCode
+}
+
+type upSession struct {
+	ID               string `json:"id"`
+	Status           string `json:"status"`
+	HasPendingReview bool   `json:"hasPendingReview"`
+	Metrics          struct {
+		TurnCount int `json:"turnCount"`
+	} `json:"metrics"`
+}
+
+func (u *upProcess) session(id string) upSession {
+	var s upSession
+	u.call(http.MethodGet, "/api/agents/sessions/"+id, nil, &s)
+	return s
+}
+
+func (u *upProcess) waitFor(id, what string, ok func(upSession) bool) upSession {
+	u.t.Helper()
+	deadline := time.Now().Add(2 * wait)
+	for {
+		s := u.session(id)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("session %s is %+v, not %s; up's log:\n%s", id, s, what, u.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// reviewAfter waits until the session's output awaits review after more
+// than turns turns.
+func (u *upProcess) reviewAfter(id string, turns int) {
+	u.t.Helper()
+	u.waitFor(id, fmt.Sprintf("Idle awaiting review after %d turns", turns+1), func(s upSession) bool {
+		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > turns
+	})
+}
+
+// followUp sends a message and waits for the turn that answers it.
+func (u *upProcess) followUp(id, content, priority string) {
+	u.t.Helper()
+	turns := u.session(id).Metrics.TurnCount
+	u.call(http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue", map[string]any{"content": content, "priority": priority}, nil)
+	u.reviewAfter(id, turns)
+}
+
+// sidecarPID returns the pid of the session's running sidecar, 0 if none.
+func (u *upProcess) sidecarPID(id string) int {
+	host, err := os.Hostname()
+	require.NoError(u.t, err)
+	raw, err := u.redis.HGet(context.Background(), "agentbus:launcher:"+host+":sidecars", id).Bytes()
+	if err != nil {
+		return 0
+	}
+	var rec struct {
+		PID    int  `json:"pid"`
+		Exited bool `json:"exited"`
+	}
+	require.NoError(u.t, json.Unmarshal(raw, &rec))
+	if rec.Exited {
+		return 0
+	}
+	return rec.PID
+}
+
+// processesNaming returns the pids whose command line holds s.
+func processesNaming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(raw), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp runs a claude
+// session through `agentbus up` as a user starts it, with the real CLI:
+// follow-ups to the Idle session, a restart of up in between, and the
+// scripted model seeing the whole conversation after it.
+func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
+	w := newWorld(t,
+		reply{match: userSaid("Remember the word kumquat."), blocks: []block{text("Noted: kumquat.")}},
+		reply{match: userSaid("Now say goodbye."), blocks: []block{text("Goodbye.")}},
+		reply{
+			match: func(r modelRequest) error {
+				for _, earlier := range []string{"Remember the word kumquat.", "Noted: kumquat.", "Now say goodbye.", "Goodbye."} {
+					if !strings.Contains(r.allText(), earlier) {
+						return fmt.Errorf("the conversation after the restart lacks %q", earlier)
+					}
+				}
+				return userSaid("Which word was it?")(r)
+			},
+			blocks: []block{text("The word was kumquat.")},
+		},
+	)
+	u := startUp(t, w)
+	var started struct {
+		Session upSession `json:"session"`
+	}
+	u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "kumquat",
+		"objective": "Remember the word kumquat.", "budgetCapUsd": 5}, &started)
+	id := started.Session.ID
+	u.reviewAfter(id, 0)
+	first := u.sidecarPID(id)
+	require.NotZero(t, first)
+
+	u.followUp(id, "Now say goodbye.", "Immediate")
+	assert.Equal(t, first, u.sidecarPID(id), "one sidecar, one CLI served both turns")
+
+	u.stop()
+	assert.Empty(t, processesNaming(id), "no sidecar of the session is left once up stopped")
+	assert.Empty(t, processesNaming("--permission-prompt-tool"), "no CLI is left once up stopped")
+
+	u.launch()
+	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != first }, 2*wait, 50*time.Millisecond,
+		"the sidecar was not started again:\n%s", u.log)
+	u.followUp(id, "Which word was it?", "Queued")
+	assert.Zero(t, w.model.remaining(), "the model answered every scripted turn")
+
+	u.call(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
+	u.waitFor(id, "Cancelled", func(s upSession) bool { return s.Status == "Cancelled" })
+	require.Eventually(t, func() bool { return len(processesNaming(id)) == 0 }, wait, 50*time.Millisecond,
+		"the cancelled session's sidecar is gone")
+	u.stop()
+}
