@@ -260,6 +260,15 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 			},
 			blocks: []block{text("The word was kumquat.")},
 		},
+		reply{
+			match: func(r modelRequest) error {
+				if !strings.Contains(r.allText(), "The word was kumquat.") {
+					return fmt.Errorf("the conversation after the crash lacks the answer before it")
+				}
+				return userSaid("Spell it.")(r)
+			},
+			blocks: []block{text("K-U-M-Q-U-A-T.")},
+		},
 	)
 	u := startUp(t, w)
 	var started struct {
@@ -283,6 +292,14 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != first }, 2*wait, 50*time.Millisecond,
 		"the sidecar was not started again:\n%s", u.log)
 	u.followUp(id, "Which word was it?", "Queued")
+
+	// A sidecar killed outright is started again and resumes the CLI's
+	// conversation too.
+	second := u.sidecarPID(id)
+	require.NoError(t, syscall.Kill(second, syscall.SIGKILL))
+	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != second }, 2*wait, 50*time.Millisecond,
+		"the killed sidecar was not started again:\n%s", u.log)
+	u.followUp(id, "Spell it.", "Immediate")
 	assert.Zero(t, w.model.remaining(), "the model answered every scripted turn")
 
 	u.call(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
