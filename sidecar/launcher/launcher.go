@@ -321,7 +321,11 @@ func (l *Launcher) Forget(ctx context.Context, sessionID string) error {
 	if running {
 		return nil
 	}
-	return l.cfg.Redis.HDel(ctx, l.key, sessionID).Err()
+	n, err := l.cfg.Redis.HDel(ctx, l.key, sessionID).Result()
+	if n > 0 {
+		l.dropRedisUser(ctx, sessionID)
+	}
+	return err
 }
 
 // Close stops every sidecar this launcher runs (SIGTERM, then SIGKILL to

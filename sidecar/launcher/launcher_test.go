@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -397,4 +398,43 @@ func TestBadConfigFileEndsTheSessionWithAConfigError(t *testing.T) {
 	end := endOf(t, e.waitEvent(id, protocol.EventSessionEnd, wait))
 	assert.Equal(t, protocol.ReasonConfigError, end.Reason)
 	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
+}
+
+func TestEachSidecarReachesOnlyItsOwnSessionInRedis(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+	pid, _ := l.PID(cfg.SessionID)
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	var url string
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "REDIS_URL="); ok {
+			url = v
+		}
+	}
+	require.NotEqual(t, e.redisURL, url, "the sidecar has a Redis user of its own")
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	as := redis.NewClient(opts)
+	defer as.Close()
+	ctx := context.Background()
+
+	other := uuid.NewString()
+	require.NoError(t, e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: protocol.CommandsKey(other), Values: map[string]any{"type": "pause"}}).Err())
+	err = as.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(other), Values: map[string]any{"type": "session_end", "data": "{}"}}).Err()
+	assert.ErrorContains(t, err, "NOPERM", "it cannot forge another session's events")
+	err = as.XRead(ctx, &redis.XReadArgs{Streams: []string{protocol.CommandsKey(other), "0"}, Count: 1, Block: -1}).Err()
+	assert.ErrorContains(t, err, "NOPERM", "it cannot read another session's commands")
+	err = as.HGetAll(ctx, "agentbus:launcher:"+e.name+":sidecars").Err()
+	assert.ErrorContains(t, err, "NOPERM", "it cannot read the launcher's records")
+	require.NoError(t, as.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(cfg.SessionID), Values: map[string]any{"type": "error", "data": "{}"}}).Err(),
+		"its own session's stream it may write")
+
+	require.NoError(t, l.Stop(cfg.SessionID))
+	assert.Error(t, as.Ping(ctx).Err(), "the user is gone with its sidecar")
 }

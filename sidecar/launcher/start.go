@@ -60,7 +60,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		return Handle{}, fmt.Errorf("launcher: write the config: %w", err)
 	}
-	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, apiKey)
+	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, l.sessionRedisURL(ctx, id), apiKey)
 	if err != nil {
 		_ = os.Remove(file)
 		return Handle{}, err
@@ -94,12 +94,12 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 
 // command builds the sidecar's command; closeOutput closes this process's
 // copy of the sidecar's log file once the child holds it.
-func (l *Launcher) command(id, file, dir, apiKey string) (*exec.Cmd, func(), error) {
+func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, func(), error) {
 	args := append(append([]string(nil), l.cfg.Args...), "--session", id, "--config", file)
 	cmd := exec.Command(l.cfg.Binary, args...)
 	cmd.Dir = dir
 	env := inherited(l.cfg.InheritEnv, os.Environ())
-	env = append(env, "REDIS_URL="+l.cfg.RedisURL, "AGENTBUS_API_URL="+l.cfg.APIURL, "AGENTBUS_SESSION_KEY="+apiKey)
+	env = append(env, "REDIS_URL="+redisURL, "AGENTBUS_API_URL="+l.cfg.APIURL, "AGENTBUS_SESSION_KEY="+apiKey)
 	cmd.Env = append(env, l.cfg.Env...)
 	// Its own process group: a signal to the launcher's group (Ctrl-C)
 	// does not reach it before the launcher stops it in order, and a signal
@@ -214,6 +214,7 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string) {
 	switch {
 	case stopping || ended:
 		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
+		l.dropRedisUser(ctx, id)
 		if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 			l.log.Warn("record not removed", "session_id", id, "error", err)
 		}
@@ -249,6 +250,7 @@ func (l *Launcher) giveUp(ctx context.Context, id string, exitCode int, how stri
 		return
 	}
 	l.log.Error("sidecar keeps crashing; its session ended", "session_id", id, "exit_code", exitCode, "how", how)
+	l.dropRedisUser(ctx, id)
 	if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 		l.log.Warn("record not removed", "session_id", id, "error", err)
 	}
