@@ -127,15 +127,7 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		next(huma.WithValue(ctx, idempotencyKey{}, k))
 		return
 	}
-	limit := op.MaxBodyBytes
-	if limit == 0 {
-		limit = 1024 * 1024 // Huma's default
-	}
-	var r io.Reader = ctx.BodyReader()
-	if limit > 0 {
-		r = io.LimitReader(r, limit+1)
-	}
-	body, err := io.ReadAll(r)
+	body, err := io.ReadAll(limitBody(ctx, op))
 	if err != nil {
 		s.writeError(ctx, huma.Error400BadRequest("unable to read the request body"))
 		return

@@ -91,7 +91,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		QueueLimiter: NewSessionLimiter(cfg.QueueRate, cfg.QueueBurst),
 	}
 	s.api = humago.New(s.mux, s.humaConfig())
-	s.api.UseMiddleware(s.authenticate, s.idempotency)
+	s.api.UseMiddleware(s.authenticate, s.checkText, s.idempotency)
 	s.addRoutes(s.api)
 
 	checks := deps.Checks
