@@ -16,7 +16,6 @@ import (
 	"github.com/agentbus/agentbus/internal/testenv"
 )
 
-
 // TestRecordActivityReturnsAFailedToolLookup: the result of a tool call
 // takes the call's tool name from the database. When that read fails, the
 // item must not be recorded as if the call were unknown: the error is
