@@ -57,6 +57,7 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream
 		JetStream:     js,
 		Checks:        checks,
 		Commands:      client,
+		Results:       commandsworker.Results{Pool: pool},
 		Queries:       store,
 	})
 	if err != nil {
