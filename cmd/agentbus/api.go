@@ -24,12 +24,10 @@ import (
 
 // newAPI builds the HTTP API on the given connections: commands go to the
 // commands worker through JetStream, queries read Postgres, and people's
-// tokens are checked with AGENTBUS_JWT_SECRET (or the development secret).
-// /readyz checks Postgres and NATS. What it starts stops when ctx ends;
-// call Close on the server too.
-// newAPI builds the HTTP API on the given connections; checks are the
-// process's readiness checks, nil for the API's own (Postgres and NATS).
-func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks) (*api.Server, error) {
+// tokens are checked with jwtSecret. checks are the process's readiness
+// checks, nil for the API's own (Postgres and NATS). What it starts stops
+// when ctx ends; call Close on the server too.
+func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream.JetStream, checks *health.Checks, jwtSecret string) (*api.Server, error) {
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{})
 	if err != nil {
 		return nil, err
@@ -50,7 +48,7 @@ func newAPI(ctx context.Context, pool *pgxpool.Pool, nc *nats.Conn, js jetstream
 			return err
 		})
 	}
-	srv, err := api.New(api.Config{JWTSecret: jwtSecret()}, api.Deps{
+	srv, err := api.New(api.Config{JWTSecret: jwtSecret}, api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),
@@ -78,12 +76,14 @@ func runAPI(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address")
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated (default $NATS_URL)")
+	dev := fs.Bool("dev", false, "without "+jwtSecretEnv+", accept tokens signed with the public development secret (a developer's machine only)")
 	_ = fs.Parse(args)
 	if *databaseURL == "" {
 		return errors.New("no database: set DATABASE_URL or --database-url")
 	}
-	if os.Getenv("AGENTBUS_JWT_SECRET") == "" {
-		slog.Warn("AGENTBUS_JWT_SECRET is unset: accepting tokens signed with the public development secret", "component", "api")
+	secret, err := standaloneSecret(*dev)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
 	}
 
 	in := &infra{}
@@ -96,7 +96,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	apiCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil)
+	srv, err := newAPI(apiCtx, in.Pool, in.NC, in.JS, nil, secret)
 	if err != nil {
 		return err
 	}

@@ -60,14 +60,18 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 
-	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks())
+	secret, err := dataDirSecret(dataDir, true)
+	if err != nil {
+		return err
+	}
+	apiServer, err := newAPI(ctx, in.Pool, in.NC, in.JS, in.Checks(), secret)
 	if err != nil {
 		return err
 	}
 	defer apiServer.Close()
 	// No write timeout: live streams stay open; each SSE write has its own deadline.
 	srv := &http.Server{Addr: cfg.httpAddr, Handler: apiServer, ReadHeaderTimeout: 10 * time.Second}
-	token, err := api.NewToken(jwtSecret(), devUserID, 30*24*time.Hour)
+	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
 	}
