@@ -179,7 +179,11 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 	finished := false
 	defer func() {
 		if !finished {
-			_ = s.deps.Idempotency.Abandon(bg, k)
+			if err := s.deps.Idempotency.Abandon(bg, k); err != nil {
+				// The key stays held until its lock runs out, and a
+				// repeat takes it over then.
+				slog.Warn("api: idempotency key not released", "path", k.Path, "err", err)
+			}
 		}
 	}()
 	stopRenewing := s.renewWhileRunning(bg, k)

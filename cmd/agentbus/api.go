@@ -88,7 +88,7 @@ func runAPI(ctx context.Context, args []string) error {
 
 	in := &infra{}
 	defer in.Close()
-	if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+	if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
 		return err
 	}
 	if err := in.connectPostgres(ctx, *databaseURL); err != nil {

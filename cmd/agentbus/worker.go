@@ -186,7 +186,7 @@ func runWorker(ctx context.Context, args []string) error {
 	in := &infra{}
 	defer in.Close()
 	if w.needs&needNATS != 0 {
-		if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+		if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
 			return err
 		}
 	}
