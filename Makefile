@@ -11,7 +11,7 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: deps build run test bench tools clean
+.PHONY: deps build run test fuzz bench tools clean
 
 ## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, and the Claude Code CLI
 deps:
@@ -57,6 +57,19 @@ run: deps build
 test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The fuzz targets, as <package>:<target>. Their seed corpora (f.Add and
+# testdata/fuzz/<target>) run in every `make test`.
+FUZZ_TARGETS := ./sidecar/protocol:FuzzParseEntry ./handlers/acl:FuzzTranslate ./api:FuzzRequestDecoding \
+	./domain:FuzzParseUSD ./domain:FuzzValidateCron ./internal/jsontext:FuzzCheck
+FUZZTIME ?= 5s
+
+## fuzz: run each fuzz target for $(FUZZTIME) (FUZZTIME=1m make fuzz for longer)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 ## bench: run the Go benchmarks and print a table
 bench: deps

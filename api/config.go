@@ -8,9 +8,10 @@ import (
 	"github.com/agentbus/agentbus/workspace"
 )
 
-// DevJWTSecret is the HS256 secret `agentbus token` and the api use when
-// AGENTBUS_JWT_SECRET is unset. It is public: use it on a developer's
-// machine only, and set AGENTBUS_JWT_SECRET (or a JWKS URL) anywhere else.
+// DevJWTSecret is the HS256 secret of `agentbus api --dev` and `agentbus
+// token --dev`, and of the OpenAPI document's build. It is public: anyone
+// can sign a token with it, so it is used only when explicitly asked for
+// (`up` generates a secret of its own).
 const DevJWTSecret = "agentbus-dev-secret-do-not-use-in-production"
 
 // Config configures the HTTP API.

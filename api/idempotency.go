@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -68,7 +70,15 @@ type IdempotencyStore interface {
 	// Abandon releases k without a response (the request failed with a
 	// server error), so a repeat runs again.
 	Abandon(ctx context.Context, k IdempotencyScope) error
+	// Renew extends the hold on k of a request that still runs. The
+	// middleware renews every idempotencyRenewEvery, so a store lets a
+	// repeat take over a key that was not renewed for a few of those: the
+	// process that held it died.
+	Renew(ctx context.Context, k IdempotencyScope) error
 }
+
+// idempotencyRenewEvery is how often a running request renews its key.
+const idempotencyRenewEvery = time.Second
 
 type idempotencyKey struct{}
 
@@ -95,6 +105,10 @@ func CommandID(ctx context.Context) uuid.UUID {
 	if !ok {
 		return uuid.New()
 	}
+	return commandIDOf(k)
+}
+
+func commandIDOf(k IdempotencyScope) uuid.UUID {
 	return uuid.NewSHA1(commandNamespace, []byte(k.Caller+"\n"+k.Method+"\n"+k.Path+"\n"+k.Key))
 }
 
@@ -127,15 +141,7 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		next(huma.WithValue(ctx, idempotencyKey{}, k))
 		return
 	}
-	limit := op.MaxBodyBytes
-	if limit == 0 {
-		limit = 1024 * 1024 // Huma's default
-	}
-	var r io.Reader = ctx.BodyReader()
-	if limit > 0 {
-		r = io.LimitReader(r, limit+1)
-	}
-	body, err := io.ReadAll(r)
+	body, err := io.ReadAll(limitBody(ctx, op))
 	if err != nil {
 		s.writeError(ctx, huma.Error400BadRequest("unable to read the request body"))
 		return
@@ -145,6 +151,10 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 	case errors.Is(err, ErrIdempotencyMismatch):
 		s.writeError(ctx, NewKindError(KindValidation, err.Error()).WithField("header."+IdempotencyKeyHeader))
 		return
+	case errors.Is(err, ErrIdempotencyInProgress) && s.commandApplied(ctx.Context(), k):
+		// The first attempt's process died after its command was applied
+		// (or it is about to answer): running the handler again sends the
+		// same command id, which is answered with the recorded result.
 	case errors.Is(err, ErrIdempotencyInProgress):
 		s.writeError(ctx, NewKindError(KindConflict, err.Error()))
 		return
@@ -169,10 +179,16 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 	finished := false
 	defer func() {
 		if !finished {
-			_ = s.deps.Idempotency.Abandon(bg, k)
+			if err := s.deps.Idempotency.Abandon(bg, k); err != nil {
+				// The key stays held until its lock runs out, and a
+				// repeat takes it over then.
+				slog.Warn("api: idempotency key not released", "path", k.Path, "err", err)
+			}
 		}
 	}()
+	stopRenewing := s.renewWhileRunning(bg, k)
 	next(huma.WithValue(rec, idempotencyKey{}, k))
+	stopRenewing()
 	if rec.status == 0 || rec.status >= http.StatusInternalServerError {
 		return
 	}
@@ -180,6 +196,41 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	finished = true
+}
+
+// commandApplied reports whether the command of a request with key k
+// (CommandID) has a recorded result. A failed look-up answers no: the
+// caller then gets the usual 409 and repeats.
+func (s *Server) commandApplied(ctx context.Context, k IdempotencyScope) bool {
+	if s.deps.Results == nil {
+		return false
+	}
+	_, ok, err := s.deps.Results.Result(ctx, commandIDOf(k))
+	return err == nil && ok
+}
+
+// renewWhileRunning renews k until the returned function is called. A
+// failed renewal is logged and tried again: at worst a repeat takes the key
+// over and runs the same command again, which the command id makes safe.
+func (s *Server) renewWhileRunning(ctx context.Context, k IdempotencyScope) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(idempotencyRenewEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := s.deps.Idempotency.Renew(ctx, k); err != nil && ctx.Err() == nil {
+					slog.Warn("api: idempotency key not renewed", "path", k.Path, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // humaContext lets recordingContext embed a huma.Context: the field's name

@@ -20,8 +20,9 @@ type PostgresIdempotency struct {
 	Pool *pgxpool.Pool
 	// TTL is how long a key is remembered; default 24h.
 	TTL time.Duration
-	// LockTimeout is how long a running request holds its key before a
-	// repeat may take it over (its process died); default 1m.
+	// LockTimeout is how long a key stays held after its request last
+	// renewed it (every second while it runs): once it passes, the process
+	// that ran the request died, and a repeat takes the key over; default 5s.
 	LockTimeout time.Duration
 }
 
@@ -42,7 +43,7 @@ func (s *PostgresIdempotency) lockTimeout() time.Duration {
 	if s.LockTimeout > 0 {
 		return s.LockTimeout
 	}
-	return time.Minute
+	return 5 * time.Second
 }
 
 // claimSQL takes the key when it is new, expired, or held by a request
@@ -120,6 +121,18 @@ UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
 		k.Caller, k.Method, k.Path, k.Key, resp.Status, headers, body)
 	if err != nil {
 		return fmt.Errorf("api: store idempotent response: %w", err)
+	}
+	return nil
+}
+
+// Renew implements IdempotencyStore.
+func (s *PostgresIdempotency) Renew(ctx context.Context, k IdempotencyScope) error {
+	_, err := s.Pool.Exec(ctx, `
+UPDATE idempotency_keys SET locked_until = now() + $5::interval
+ WHERE scope = $1 AND method = $2 AND path = $3 AND key = $4 AND status IS NULL`,
+		k.Caller, k.Method, k.Path, k.Key, s.lockTimeout())
+	if err != nil {
+		return fmt.Errorf("api: renew idempotency key: %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
 )
@@ -48,6 +49,11 @@ type Deps struct {
 	JetStream jetstream.JetStream
 	// Checks are the readiness checks served on /readyz; nil serves none.
 	Checks *health.Checks
+	// Results finds the recorded result of a command that was applied
+	// (commands.Results). With it, a repeat of a request whose first
+	// attempt died after its command was applied is answered at once;
+	// nil makes such a repeat wait until the key is taken over.
+	Results command.ResultStore
 	// Commands sends the commands of the command endpoints and waits for
 	// their results (a *command.Client); nil answers 503 on them.
 	Commands CommandSender
@@ -91,7 +97,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		QueueLimiter: NewSessionLimiter(cfg.QueueRate, cfg.QueueBurst),
 	}
 	s.api = humago.New(s.mux, s.humaConfig())
-	s.api.UseMiddleware(s.authenticate, s.idempotency)
+	s.api.UseMiddleware(s.authenticate, s.checkText, s.idempotency)
 	s.addRoutes(s.api)
 
 	checks := deps.Checks

@@ -87,10 +87,11 @@ func (s *AgentSession) countTurn(now time.Time) {
 	s.metrics.LastTurnAt = &t
 }
 
-// RecordLogChunk validates a chunk of streamed output for the log buffer.
-// It changes nothing and raises nothing: chunks are appended by the
-// repository and streamed to the UI directly. Output may lag behind the
-// status, so chunks are accepted in every status after Start.
+// RecordLogChunk validates a chunk the agent logs (a decision) for the log
+// buffer. It changes nothing and raises nothing: chunks are appended by the
+// repository and streamed to the UI directly. Chunks are accepted while the
+// session has a sidecar: once it ended (Cancelled, Completed, Failed,
+// ContextExhausted) no agent runs for it, and its key logs nothing more.
 func (s *AgentSession) RecordLogChunk(chunk SessionLogChunk) error {
 	if err := s.allow(OpRecordLogChunk); err != nil {
 		return err

@@ -144,7 +144,8 @@ func init() {
 	move(OpBeginTurn, one(StatusIdle, StatusInterrupted), StatusRunning, CaseNone)
 	move(OpRecordOutput, one(StatusRunning), StatusIdle, CaseNone)
 	move(OpRecordTurnCompleted, one(StatusRunning), StatusIdle, CaseNone)
-	stay(OpRecordLogChunk, afterStartStatuses, CaseNone)
+	// The agent's own log: its key is worth nothing once its sidecar is gone.
+	stay(OpRecordLogChunk, live, CaseNone)
 
 	// The two-phase lifecycle pairs.
 	move(OpRequestInterrupt, one(StatusRunning), StatusInterrupting, CaseNone)

@@ -87,8 +87,9 @@ func writeEvents(ctx context.Context, tx pgx.Tx, version int64, events []domain.
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", ev.EventType(), err)
 		}
+		id := uuid.New()
 		env := bus.Envelope{
-			ID:          uuid.NewString(),
+			ID:          id.String(),
 			Type:        ev.EventType(),
 			Aggregate:   ev.AggregateType(),
 			AggregateID: ev.AggregateID().String(),
@@ -101,7 +102,6 @@ func writeEvents(ctx context.Context, tx pgx.Tx, version int64, events []domain.
 		if err != nil {
 			return err
 		}
-		id, _ := uuid.Parse(env.ID)
 		msgs = append(msgs, OutboxMessage{
 			ID:          id,
 			Subject:     bus.EventSubject(env.Aggregate, env.AggregateID, env.Type),

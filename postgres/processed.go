@@ -64,3 +64,19 @@ func IsUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
+
+// RefusedData returns Postgres's error when err is Postgres refusing the
+// data itself: SQLSTATE class 22 (data exception: a NUL character in text
+// or jsonb, a value out of range) or 23 (integrity constraint violation).
+// Such a statement fails the same way however often it is tried.
+func RefusedData(err error) (*pgconn.PgError, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return nil, false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23":
+		return pgErr, true
+	}
+	return nil, false
+}

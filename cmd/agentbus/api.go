@@ -19,11 +19,10 @@ import (
 
 // newAPI builds the HTTP API on in's connections: commands go to the
 // commands worker through JetStream, queries read Postgres, and people's
-// tokens are checked with AGENTBUS_JWT_SECRET (or the development secret).
-// checks are the process's readiness checks, nil for the API's own
-// (Postgres and NATS). What it starts stops when ctx ends; call Close on
-// the server too.
-func newAPI(ctx context.Context, in *infra, checks *health.Checks) (*api.Server, error) {
+// tokens are checked with jwtSecret. checks are the process's readiness
+// checks, nil for the API's own (Postgres and NATS). What it starts stops
+// when ctx ends; call Close on the server too.
+func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret string) (*api.Server, error) {
 	pool, nc, js := in.Pool, in.NC, in.JS
 	sessionPool, err := in.sessionPool()
 	if err != nil {
@@ -49,13 +48,14 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks) (*api.Server,
 	if err != nil {
 		return nil, err
 	}
-	srv, err := api.New(api.Config{JWTSecret: jwtSecret(), Workspace: ws}, api.Deps{
+	srv, err := api.New(api.Config{JWTSecret: jwtSecret, Workspace: ws}, api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),
 		JetStream:     js,
 		Checks:        checks,
 		Commands:      client,
+		Results:       commandsworker.Results{Pool: pool},
 		Queries:       store,
 	})
 	if err != nil {
@@ -77,21 +77,22 @@ func runAPI(ctx context.Context, args []string) error {
 	databaseURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (default $DATABASE_URL)")
 	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated (default $NATS_URL)")
 	poolMaxArg := poolMaxFlag(fs)
+	dev := fs.Bool("dev", false, "without "+jwtSecretEnv+", accept tokens signed with the public development secret (a developer's machine only)")
 	_ = fs.Parse(args)
 	if *databaseURL == "" {
 		return errors.New("no database: set DATABASE_URL or --database-url")
 	}
-	if os.Getenv("AGENTBUS_JWT_SECRET") == "" {
-		slog.Warn("AGENTBUS_JWT_SECRET is unset: accepting tokens signed with the public development secret", "component", "api")
+	secret, err := standaloneSecret(*dev)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
 	}
 
 	in := &infra{}
 	defer in.Close()
-	var err error
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
 	}
-	if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+	if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
 		return err
 	}
 	if err := in.connectPostgres(ctx, *databaseURL); err != nil {
@@ -99,7 +100,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	apiCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := newAPI(apiCtx, in, nil)
+	srv, err := newAPI(apiCtx, in, nil, secret)
 	if err != nil {
 		return err
 	}

@@ -190,12 +190,13 @@ func (s *system) http(t *testing.T, owner string) httpClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv, err := newAPI(ctx, s.in, nil)
+	const secret = "pool-test-secret"
+	srv, err := newAPI(ctx, s.in, nil, secret)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	token, err := api.NewToken(jwtSecret(), owner, time.Hour)
+	token, err := api.NewToken(secret, owner, time.Hour)
 	require.NoError(t, err)
 	return httpClient{url: hs.URL, auth: "Bearer " + token}
 }

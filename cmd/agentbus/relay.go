@@ -32,7 +32,7 @@ func runRelay(ctx context.Context, args []string) error {
 
 	in := &infra{}
 	defer in.Close()
-	if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+	if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
 		return err
 	}
 	if err := in.connectRedis(ctx, *redisURL); err != nil {

@@ -5,20 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/agentbus/agentbus/api"
 )
-
-// jwtSecret returns AGENTBUS_JWT_SECRET, or the public development secret
-// api.DevJWTSecret when it is unset.
-func jwtSecret() string {
-	if s := os.Getenv("AGENTBUS_JWT_SECRET"); s != "" {
-		return s
-	}
-	return api.DevJWTSecret
-}
 
 // runToken prints a bearer token for a user, signed with the secret the api
 // verifies with: a development convenience for curl and the docs page.
@@ -26,10 +16,12 @@ func runToken(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("token", flag.ExitOnError)
 	user := fs.String("user", "", "the user id, the token's sub (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	dataDir := fs.String("data-dir", envOr("AGENTBUS_DATA_DIR", ".agentbus"), "the data directory of the `agentbus up` whose secret signs the token")
+	dev := fs.Bool("dev", false, "sign with the public development secret, for an `agentbus api --dev`")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: agentbus token --user <id> [--ttl 24h]\n\n"+
-			"Prints an HS256 bearer token signed with $AGENTBUS_JWT_SECRET, or, when it is unset,\n"+
-			"with the public development secret (never use that one outside a developer's machine).")
+		fmt.Fprintln(fs.Output(), "usage: agentbus token --user <id> [--ttl 24h] [--data-dir .agentbus | --dev]\n\n"+
+			"Prints an HS256 bearer token signed with $AGENTBUS_JWT_SECRET, or, when it is unset, with the\n"+
+			"secret `agentbus up` generated in its data directory (or, with --dev, the public development secret).")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -37,7 +29,17 @@ func runToken(_ context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("token: --user is required")
 	}
-	tok, err := api.NewToken(jwtSecret(), *user, *ttl)
+	var secret string
+	var err error
+	if *dev {
+		secret, err = standaloneSecret(true)
+	} else {
+		secret, err = dataDirSecret(*dataDir, false)
+	}
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	tok, err := api.NewToken(secret, *user, *ttl)
 	if err != nil {
 		return err
 	}

@@ -67,14 +67,18 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 
-	apiServer, err := newAPI(ctx, in, in.Checks())
+	secret, err := dataDirSecret(dataDir, true)
+	if err != nil {
+		return err
+	}
+	apiServer, err := newAPI(ctx, in, in.Checks(), secret)
 	if err != nil {
 		return err
 	}
 	defer apiServer.Close()
 	// No write timeout: live streams stay open; each SSE write has its own deadline.
 	srv := &http.Server{Addr: cfg.httpAddr, Handler: apiServer, ReadHeaderTimeout: 10 * time.Second}
-	token, err := api.NewToken(jwtSecret(), devUserID, 30*24*time.Hour)
+	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 			return err
 		}
 	}
-	if err := in.connectNATS(ctx, natsURL, replicasFromEnv()); err != nil {
+	if err := in.connectNATSWithEnvReplicas(ctx, natsURL); err != nil {
 		return err
 	}
 	dbURL := cfg.databaseURL
@@ -197,9 +201,17 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-// replicasFromEnv reads NATS_REPLICAS: 3 on the compose cluster, else the
-// files' own setting.
-func replicasFromEnv() int {
-	n, _ := strconv.Atoi(os.Getenv("NATS_REPLICAS"))
-	return n
+// connectNATSWithEnvReplicas connects as connectNATS does, with the
+// replicas NATS_REPLICAS asks for: 3 on the compose cluster, unset for the
+// files' own setting. A value that is not a number is an error, not the
+// default: a cluster would otherwise run single-replica streams unnoticed.
+func (in *infra) connectNATSWithEnvReplicas(ctx context.Context, natsURL string) error {
+	n := 0
+	if v := os.Getenv("NATS_REPLICAS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return fmt.Errorf("NATS_REPLICAS=%q: want a positive number", v)
+		}
+	}
+	return in.connectNATS(ctx, natsURL, n)
 }

@@ -190,7 +190,7 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	if w.needs&needNATS != 0 {
-		if err := in.connectNATS(ctx, *natsURL, replicasFromEnv()); err != nil {
+		if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/internal/jsontext"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -68,7 +69,8 @@ func sessionOf(m jetstream.Msg) string {
 }
 
 // Handle records one raw event and dispatches its commands. A raw event
-// that cannot be read is recorded as an UnknownEvent activity item and
+// that cannot be read, or whose text holds a NUL character or bytes that
+// are not UTF-8, is recorded as an UnknownEvent activity item and
 // dead-lettered; the worker goes on.
 func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	meta, err := m.Metadata()
@@ -87,8 +89,14 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if ev.TS == 0 {
 		at = meta.Timestamp.UTC()
 	}
-	tr, terr := translate(ev)
-	if terr != nil {
+	var (
+		tr   translation
+		terr error
+	)
+	if p := invalidText(m.Data()); p != nil {
+		tr, terr = translation{activity: invalidTextActivity(ev, p)}, fmt.Errorf("raw event on %s: %w", m.Subject(), p)
+		ev.Type = jsontext.Clean(ev.Type)
+	} else if tr, terr = translate(ev); terr != nil {
 		tr = translation{activity: unknownActivity(ev, terr)}
 	}
 	tr.activity.SessionID = sessionID

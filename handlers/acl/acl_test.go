@@ -238,3 +238,46 @@ func TestToolResultTakesItsCallsToolName(t *testing.T) {
 	assert.Equal(t, "Bash", tool)
 	assert.Equal(t, "UnknownEvent:tool_result", s.activity(t, id)[2], "a result without its call is still recorded")
 }
+
+func TestRawEventWithInvalidTextIsRecordedInOrderAndDeadLettered(t *testing.T) {
+	s := start(t)
+	id := s.runningSession(t)
+	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "text", "text": "before\u0000after"})
+	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m2", "block_type": "text", "text": "Fine."})
+	s.seq++
+	s.publish(t, id, "tool_result", relay.Event{SessionID: id.String(), EntryID: fmt.Sprintf("%d-0", s.seq), Type: "tool_result",
+		TS: time.Now().UnixMilli(), Data: json.RawMessage("{\"tool_use_id\":\"t1\",\"content\":\"caf\xe9\",\"is_error\":false}")})
+	s.seq++
+	s.publish(t, id, relay.TypeInvalid, relay.Event{SessionID: id.String(), EntryID: fmt.Sprintf("%d-0", s.seq), Type: relay.TypeInvalid,
+		Error: "unknown type", Fields: map[string]string{"type": "odd\x00type", "data": "{}"}})
+	s.do(t, command.PauseSession, id, s.owner.String(), nil)
+	s.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusPaused }, "the session goes on")
+
+	want := []string{"UnknownEvent:assistant_message", "Message:assistant_message", "UnknownEvent:tool_result",
+		"UnknownEvent:invalid", "StatusChange:pause_ack"}
+	require.Eventually(t, func() bool { return len(s.activity(t, id)) == len(want) }, 30*time.Second, 20*time.Millisecond,
+		"every event is recorded, the invalid ones too")
+	assert.Equal(t, want, s.activity(t, id), "in the order they were written")
+
+	rows, err := s.pool.Query(context.Background(), "SELECT summary FROM activity_items WHERE session_id = $1 AND type = 'UnknownEvent' ORDER BY source_seq", id)
+	require.NoError(t, err)
+	var summaries []string
+	for rows.Next() {
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		summaries = append(summaries, v)
+	}
+	require.Len(t, summaries, 3)
+	assert.Contains(t, summaries[0], "data.text")
+	assert.Contains(t, summaries[1], "data.content")
+	assert.Contains(t, summaries[2], "fields.type")
+	require.Eventually(t, func() bool {
+		stream, err := s.js.Stream(context.Background(), bus.StreamDLQ)
+		if err != nil {
+			return false
+		}
+		info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(bus.DLQSubject(acl.Consumer)))
+		return err == nil && info.State.Msgs == 3
+	}, 30*time.Second, 50*time.Millisecond, "the invalid events are dead-lettered")
+}

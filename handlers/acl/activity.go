@@ -2,9 +2,12 @@ package acl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentbus/agentbus/domain"
@@ -15,8 +18,13 @@ import (
 func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType, toolUseID string, a domain.ActivityItem) error {
 	if a.Type == domain.ActivityToolCallEnd && a.ToolName == "" && toolUseID != "" {
 		// The result names only its call: the call's item has the tool.
-		_ = pool.QueryRow(ctx, "SELECT tool_name FROM activity_items WHERE session_id = $1 AND tool_use_id = $2 AND tool_name <> '' LIMIT 1",
+		err := pool.QueryRow(ctx, "SELECT tool_name FROM activity_items WHERE session_id = $1 AND tool_use_id = $2 AND tool_name <> '' LIMIT 1",
 			a.SessionID, toolUseID).Scan(&a.ToolName)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			// Only "no such call" may record the result without its tool:
+			// a failed read is retried, not acked with a wrong item.
+			return fmt.Errorf("acl: tool of call %s: %w", toolUseID, err)
+		}
 	}
 	a.ID = uuid.NewSHA1(commandNamespace, []byte(a.SessionID.String()+"/activity/"+rawType+"/"+strconv.FormatUint(seq, 10)))
 	if a.Summary == "" {

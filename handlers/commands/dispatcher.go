@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/internal/jsontext"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -132,7 +133,11 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 			continue
 		}
 		if err != nil {
-			if refusal := d.classify(err); refusal != nil {
+			refusal := d.classify(err)
+			if refusal == nil {
+				refusal = refusedData(err)
+			}
+			if refusal != nil {
 				r, err := d.refuse(ctx, cmd, refusal)
 				return r, nil, err
 			}
@@ -185,16 +190,42 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	}
 	if postgres.IsUniqueViolation(err) {
 		// Another delivery of the same command committed first: its
-		// result is the one to return.
-		r, err := d.stored(ctx, cmd)
-		return r, nil, err
+		// result is the one to return. Without one, the violation is the
+		// handler's own, and run refuses the command for it.
+		r, ok, serr := postgres.ProcessedResult[command.Result](ctx, d.pool, Consumer, cmd.ID.String())
+		switch {
+		case serr != nil:
+			return command.Result{}, nil, serr
+		case ok:
+			return r, nil, nil
+		}
 	}
 	return result, secret, err
+}
+
+// refusedData refuses a command whose data Postgres refused (a NUL in a
+// text, a violated constraint): trying it again fails again, so it is
+// answered at once instead of retried until dead-lettered. The edges
+// check text before it gets here; this is what is left.
+func refusedData(err error) *command.Error {
+	pgErr, ok := postgres.RefusedData(err)
+	if !ok {
+		return nil
+	}
+	kind := command.KindValidation
+	if pgErr.Code == "23505" {
+		kind = command.KindConflict
+	}
+	return &command.Error{Kind: kind, Message: "the data was refused: " + pgErr.Message, Field: pgErr.ColumnName}
 }
 
 // refuse records a refusal so that a repeat of the command gets the same
 // answer, and returns it.
 func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *command.Error) (command.Result, error) {
+	// The refusal is stored as jsonb, which takes no NUL: a message that
+	// quotes the refused input must not make the refusal fail in turn.
+	refusal.Message = jsontext.Clean(refusal.Message)
+	refusal.Field = jsontext.Clean(refusal.Field)
 	result := command.Result{CommandID: cmd.ID, Error: refusal}
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)

@@ -95,7 +95,9 @@ func ParseEntry(id string, fields map[string]any) (Entry, error) {
 	}
 	e.Data = json.RawMessage(raw)
 	if e.CommandID == "" {
-		// Accept a command id carried inside data by a lenient producer.
+		// Accept a command id carried inside data by a lenient producer;
+		// data was checked to be a JSON object, and one whose command_id
+		// is not a string simply has none.
 		var inner struct {
 			CommandID string `json:"command_id"`
 		}
