@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/internal/jsontext"
+	"github.com/agentbus/agentbus/workspace"
 )
 
 // FuzzRequestDecoding sends any body to the command endpoints of people
@@ -18,7 +19,7 @@ import (
 // body with a NUL or invalid UTF-8 in any string is a 422. The seed
 // corpus is in testdata/fuzz/FuzzRequestDecoding.
 func FuzzRequestDecoding(f *testing.F) {
-	srv, err := New(Config{JWTSecret: testSecret}, Deps{})
+	srv, err := New(Config{JWTSecret: testSecret, Workspace: workspace.Root(f.TempDir())}, Deps{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -308,3 +308,25 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 		"the cancelled session's sidecar is gone")
 	u.stop()
 }
+
+// TestClaudePermissionLeftUnansweredIsDeniedThroughUp: the session's clock
+// denies a tool call nobody decided on; the CLI is told so, the agent goes
+// on, and the session ends its turn Idle instead of waiting.
+func TestClaudePermissionLeftUnansweredIsDeniedThroughUp(t *testing.T) {
+	w := newWorld(t,
+		reply{match: userSaid("Clean the build directory."), blocks: []block{toolUse("toolu_rm", "Bash", bash("rm -rf build"))}},
+		reply{match: toolResultIs("toolu_rm", "", true), blocks: []block{text("I was not allowed to remove it.")}},
+	)
+	u := startUp(t, w)
+	var started struct {
+		Session upSession `json:"session"`
+	}
+	u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "clean",
+		"objective": "Clean the build directory.", "budgetCapUsd": 5,
+		"toolApproval": map[string]any{"mode": "All", "timeoutSeconds": 2, "onTimeout": "Deny"}}, &started)
+	id := started.Session.ID
+	u.waitFor(id, "WaitingForApproval", func(s upSession) bool { return s.Status == "WaitingForApproval" })
+	u.reviewAfter(id, 0)
+	assert.Zero(t, w.model.remaining(), "the agent was told of the denial and answered")
+	u.stop()
+}
