@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentbus/agentbus/workspace"
+	"github.com/agentbus/agentbus/internal/workspace"
 )
 
 // DevJWTSecret is the HS256 secret of `agentbus api --dev` and `agentbus

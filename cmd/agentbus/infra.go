@@ -18,7 +18,7 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/internal/localserver"
-	"github.com/agentbus/agentbus/workspace"
+	"github.com/agentbus/agentbus/internal/workspace"
 )
 
 // infra holds the connections every component needs, and whatever private
