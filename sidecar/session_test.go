@@ -200,3 +200,24 @@ func TestCancelledContextEndsTheSessionAsTerminated(t *testing.T) {
 	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
 	assert.Empty(t, h.ofType(protocol.EventStopAck), "no stop command was sent")
 }
+
+func TestConfigScenarioReportsTheComposedConfig(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "config")
+	cfg.SystemPrompt = "Template prompt.\n\nSkill instructions."
+	cfg.AllowedTools = []string{"Read", "lookup_order"}
+	cfg.MCPTools = []protocol.MCPTool{{Name: "lookup_order", ServerURI: "http://tools.example/mcp"}}
+	cfg.Subagents = []protocol.Subagent{{Name: "reviewer", Instructions: "Review."}}
+	h := start(t, cfg)
+	h.waitEnd()
+	var texts []string
+	for _, e := range h.ofType(protocol.EventAssistantMessage) {
+		texts = append(texts, decode[protocol.AssistantMessage](t, e).Text)
+	}
+	assert.Equal(t, []string{
+		"System prompt: Template prompt.\n\nSkill instructions.",
+		"Allowed tools: Read, lookup_order",
+		"MCP tools: lookup_order@http://tools.example/mcp",
+		"Subagents: reviewer",
+	}, texts)
+}
