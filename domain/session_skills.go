@@ -9,7 +9,7 @@ import (
 
 // EnableSkill adds an active skill of the same owner to the session. Only
 // an Idle or Interrupted session may change skills, so a turn never runs
-// with half a configuration; follow with RequestReload to hot-load it.
+// with half a configuration; the sidecar is asked to reload at once.
 func (s *AgentSession) EnableSkill(skill *AgentSkill, now time.Time) error {
 	if err := s.allow(OpEnableSkill); err != nil {
 		return err
@@ -29,10 +29,12 @@ func (s *AgentSession) EnableSkill(skill *AgentSkill, now time.Time) error {
 	s.enabledSkillIDs = append(s.enabledSkillIDs, skill.ID())
 	s.updatedAt = now.UTC()
 	s.raise(SessionSkillEnabledEvent{SessionMeta: s.meta(now), SkillID: skill.ID()})
+	s.requestReload(now)
 	return nil
 }
 
-// DisableSkill removes a skill from the session (Idle or Interrupted only).
+// DisableSkill removes a skill from the session (Idle or Interrupted
+// only); the sidecar is asked to reload at once.
 func (s *AgentSession) DisableSkill(skillID uuid.UUID, now time.Time) error {
 	if err := s.allow(OpDisableSkill); err != nil {
 		return err
@@ -44,6 +46,7 @@ func (s *AgentSession) DisableSkill(skillID uuid.UUID, now time.Time) error {
 	s.enabledSkillIDs = slices.Delete(s.enabledSkillIDs, i, i+1)
 	s.updatedAt = now.UTC()
 	s.raise(SessionSkillDisabledEvent{SessionMeta: s.meta(now), SkillID: skillID})
+	s.requestReload(now)
 	return nil
 }
 
@@ -54,10 +57,14 @@ func (s *AgentSession) RequestReload(now time.Time) error {
 	if err := s.allow(OpRequestReload); err != nil {
 		return err
 	}
+	s.requestReload(now)
+	return nil
+}
+
+func (s *AgentSession) requestReload(now time.Time) {
 	s.reloadPending = true
 	s.updatedAt = now.UTC()
 	s.raise(SessionReloadRequestedEvent{SessionMeta: s.meta(now), EnabledSkillIDs: cloneIDs(s.enabledSkillIDs)})
-	return nil
 }
 
 // ConfirmReloaded records the reload_config_ack. The ack is accepted in

@@ -85,7 +85,12 @@ func TestSkillsOnSession(t *testing.T) {
 	snap := snapshotIn(t, domain.StatusIdle)
 	s := load(t, snap)
 	skill := mustSkill(t, uuid.New(), "go", "Use gofmt.")
+	require.ErrorIs(t, s.ConfirmReloaded(t0), domain.ErrNoReloadPending)
 	require.NoError(t, s.EnableSkill(skill, t0))
+	assert.True(t, s.ReloadPending(), "enabling a skill asks the sidecar to reload")
+	events := s.PopEvents()
+	require.Len(t, events, 2)
+	assert.IsType(t, domain.SessionReloadRequestedEvent{}, events[1])
 	require.ErrorIs(t, s.EnableSkill(skill, t0), domain.ErrSkillAlreadyEnabled)
 
 	inactive := mustSkill(t, uuid.New(), "old", "")
@@ -96,7 +101,6 @@ func TestSkillsOnSession(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, s.EnableSkill(other, t0), domain.ErrNotFound, "another owner's skill does not exist for this owner")
 
-	require.ErrorIs(t, s.ConfirmReloaded(t0), domain.ErrNoReloadPending)
 	require.NoError(t, s.RequestReload(t0))
 	assert.True(t, s.ReloadPending())
 	require.NoError(t, s.BeginTurn(t0))

@@ -36,10 +36,10 @@ func init() {
 	}
 	workers["sidecar-dispatch"] = worker{
 		summary: "send lifecycle requests, answers and decisions to the sessions' sidecars",
-		needs:   needNATS,
-		conns:   func() int { return 0 },
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
 		run: func(ctx context.Context, in *infra) error {
-			return reactions.SidecarDispatch{JS: in.JS}.Run(ctx)
+			return reactions.SidecarDispatch{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["pool"] = worker{

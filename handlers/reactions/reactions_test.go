@@ -61,7 +61,7 @@ func startFlow(t *testing.T, maxSessions int) *flow {
 		},
 		(&postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond}).Run,
 		func(ctx context.Context) error { return acl.New(pool, client).Run(ctx, js) },
-		reactions.SidecarDispatch{JS: js}.Run,
+		reactions.SidecarDispatch{JS: js, DB: pool}.Run,
 		reactions.Pool{JS: js, DB: pool, Client: client}.Run,
 		reactions.Delivery{JS: js, DB: pool}.Run,
 		reactions.Handoff{JS: js, DB: pool, Client: client}.Run,

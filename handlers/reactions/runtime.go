@@ -17,7 +17,6 @@ import (
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
-	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // RuntimeConsumer is the durable consumer of the runtime reaction.
@@ -85,11 +84,15 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	if _, running := r.Launcher.PID(id.String()); running {
 		return nil // a redelivered allocation
 	}
+	cfg, err := sidecarConfig(ctx, r.DB, s, r.Engine)
+	if err != nil {
+		return err
+	}
 	key, err := r.sidecarKey(ctx, id)
 	if err != nil || key == "" {
 		return err
 	}
-	_, err = r.Launcher.StartSession(ctx, sidecarConfig(s, r.Engine), key)
+	_, err = r.Launcher.StartSession(ctx, cfg, key)
 	return err
 }
 
@@ -116,24 +119,4 @@ func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
 		return "", fmt.Errorf("issue sidecar key of %s: no key in the reply", id)
 	}
 	return out.APIKey, nil
-}
-
-// sidecarConfig composes what the sidecar of s needs to know.
-func sidecarConfig(s *domain.AgentSession, engine string) protocol.Config {
-	cfg := protocol.Config{
-		SessionID: s.ID().String(), Engine: engine, Model: s.ModelID(),
-		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(),
-	}
-	policy := s.ToolApproval()
-	switch policy.Mode {
-	case domain.ApprovalAll:
-		cfg.PermissionPolicy.RequireApproval = []string{"*"}
-	case domain.ApprovalList:
-		cfg.PermissionPolicy.RequireApproval = policy.Tools
-	}
-	cfg.PermissionPolicy.TimeoutMS = policy.Timeout.Milliseconds()
-	if chain := s.ChainID(); chain != nil {
-		cfg.ChainID = chain.String()
-	}
-	return cfg
 }

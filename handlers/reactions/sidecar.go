@@ -7,14 +7,17 @@ package reactions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -54,7 +57,11 @@ const SidecarDispatchConsumer = "sidecar-dispatch"
 
 // SidecarDispatch turns the session's requests, answers and decisions into
 // commands for its sidecar (seed 8.3, "Command Stream -> Sidecar").
-type SidecarDispatch struct{ JS jetstream.JetStream }
+type SidecarDispatch struct {
+	JS jetstream.JetStream
+	// DB is where a reload finds the session, its template and its skills.
+	DB *pgxpool.Pool
+}
 
 // Run consumes the session events until ctx ends.
 func (d SidecarDispatch) Run(ctx context.Context) error {
@@ -83,6 +90,8 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 		return send(protocol.CommandResume, protocol.Resume{})
 	case "session_cancel_requested":
 		return send(protocol.CommandStop, protocol.Stop{})
+	case "session_reload_requested":
+		return d.reload(ctx, env, send)
 	case "session_input_received":
 		var e domain.SessionInputReceivedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
@@ -121,4 +130,29 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 			Message: "no decision within the permission timeout"})
 	}
 	return nil
+}
+
+// reload sends the session's newly composed config. It is composed when
+// the reload is handled, from the session as it is then: a late reload
+// never brings back an older set of skills.
+func (d SidecarDispatch) reload(ctx context.Context, env bus.Envelope, send func(string, any) error) error {
+	id, err := uuid.Parse(env.AggregateID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	s, err := postgres.Sessions{}.Get(ctx, d.DB, id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return bus.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if !s.Status().HasSidecar() {
+		return nil // it ended meanwhile
+	}
+	cfg, err := sidecarConfig(ctx, d.DB, s, "")
+	if err != nil {
+		return err
+	}
+	return send(protocol.CommandReloadConfig, protocol.ReloadConfig{Config: &cfg})
 }

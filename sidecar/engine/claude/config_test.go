@@ -66,6 +66,7 @@ func TestComposedConfigReachesTheModelAndAReloadAddsASkill(t *testing.T) {
 	assert.NotContains(t, string(first.System), skillC)
 
 	reloaded := cfg
+	reloaded.Engine = "" // as the control plane composes it: the sidecar keeps its engine
 	reloaded.SystemPrompt = cfg.SystemPrompt + "\n\n" + skillC
 	reload := h.send(protocol.CommandReloadConfig, protocol.ReloadConfig{Config: &reloaded})
 	h.waitFor("reload_config_ack", func(e protocol.Entry) bool {
