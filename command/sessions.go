@@ -87,6 +87,12 @@ type StartSessionResult struct {
 	APIKey  string                      `json:"apiKey,omitempty"`
 }
 
+// AckData carries the command id a sidecar's ack echoes (the Confirm*
+// commands); only the awaited command's id confirms anything.
+type AckData struct {
+	CommandID uuid.UUID `json:"commandId"`
+}
+
 // ReasonData carries an optional reason (RejectOutput).
 type ReasonData struct {
 	Reason string `json:"reason,omitempty"`

@@ -49,6 +49,9 @@ var (
 	ErrNoTimeoutDue = errors.New("no timeout is due")
 	// ErrNoReloadPending: ConfirmReloaded without a RequestReload.
 	ErrNoReloadPending = errors.New("no configuration reload is pending")
+	// ErrUnexpectedAck: a sidecar ack whose command id is not the awaited
+	// command's (never sent, or superseded).
+	ErrUnexpectedAck = errors.New("the acknowledgement does not match the command awaiting one")
 	// ErrSkillAlreadyEnabled: EnableSkill of an enabled skill.
 	ErrSkillAlreadyEnabled = errors.New("skill is already enabled")
 	// ErrSkillNotEnabled: DisableSkill of a skill that is not enabled.

@@ -82,6 +82,9 @@ type SessionSkillDisabledEvent struct {
 type SessionReloadRequestedEvent struct {
 	SessionMeta
 	EnabledSkillIDs []uuid.UUID `json:"enabledSkillIds"`
+	// CommandID is the id of the `reload_config` sent to the sidecar; its
+	// ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
 }
 
 // SessionReloadedEvent records that the sidecar runs the new configuration (reload_config_ack).

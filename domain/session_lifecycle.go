@@ -199,6 +199,7 @@ func (s *AgentSession) Retry(instruction string, now time.Time) error {
 	s.completedAt = nil
 	s.startedAt = nil
 	s.reloadPending = false
+	s.awaited = nil
 	if s.autoContinue != nil {
 		s.autoContinue.CurrentContinuationCount = 0
 	}

@@ -64,18 +64,25 @@ func (s *AgentSession) RequestReload(now time.Time) error {
 func (s *AgentSession) requestReload(now time.Time) {
 	s.reloadPending = true
 	s.updatedAt = now.UTC()
-	s.raise(SessionReloadRequestedEvent{SessionMeta: s.meta(now), EnabledSkillIDs: cloneIDs(s.enabledSkillIDs)})
+	s.raise(SessionReloadRequestedEvent{SessionMeta: s.meta(now), EnabledSkillIDs: cloneIDs(s.enabledSkillIDs),
+		CommandID: s.awaitAck(SidecarReload)})
 }
 
-// ConfirmReloaded records the reload_config_ack. The ack is accepted in
-// any status with a live sidecar, since a turn may have begun meanwhile.
-func (s *AgentSession) ConfirmReloaded(now time.Time) error {
+// ConfirmReloaded records the reload_config_ack of the awaited reload
+// (commandID; an ack of a reload asked for again since is a stray). The
+// ack is accepted in any status with a live sidecar, since a turn may have
+// begun meanwhile.
+func (s *AgentSession) ConfirmReloaded(commandID uuid.UUID, now time.Time) error {
 	if err := s.allow(OpConfirmReloaded); err != nil {
 		return err
 	}
 	if !s.reloadPending {
 		return s.refuse(OpConfirmReloaded, ErrNoReloadPending)
 	}
+	if err := s.checkAck(OpConfirmReloaded, SidecarReload, commandID); err != nil {
+		return err
+	}
+	s.acked(SidecarReload)
 	s.reloadPending = false
 	s.updatedAt = now.UTC()
 	s.raise(SessionReloadedEvent{SessionMeta: s.meta(now)})

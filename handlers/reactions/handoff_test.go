@@ -100,8 +100,7 @@ func TestVoluntaryHandoffFollowsTheSamePath(t *testing.T) {
 
 	// Cancelling the chain stops its live session.
 	f.do(t, domain.AggregateChain, command.CancelChain, c.ID(), nil)
-	f.waitSidecarCommand(t, next.ID(), protocol.CommandStop, 1)
-	f.raw(t, next.ID(), protocol.EventStopAck, map[string]any{"command_id": uuid.NewString(), "forced": false})
+	f.ack(t, next.ID(), protocol.CommandStop, protocol.EventStopAck)
 	f.waitStatus(t, next.ID(), domain.StatusCancelled)
 	assert.Equal(t, domain.StatusContextExhausted, f.status(t, first))
 }
