@@ -51,6 +51,7 @@ const (
 	RequestPermission         = "request_permission"
 	ExpireTimeouts            = "expire_timeouts"
 	RecordAutoContinuation    = "record_auto_continuation"
+	FailHandoff               = "fail_handoff"
 	AllocateSession           = "allocate_session"
 )
 

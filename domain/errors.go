@@ -66,6 +66,8 @@ var (
 	ErrAlreadyInChain = errors.New("session already belongs to another chain")
 	// ErrDuplicate: an id or a name that must be unique is used twice.
 	ErrDuplicate = errors.New("already exists")
+	// ErrChainLimitReached: a chain holds as many sessions as it may.
+	ErrChainLimitReached = errors.New("the chain holds as many sessions as it may")
 	// ErrHandoffPending: a chain has a handoff waiting for its next session.
 	ErrHandoffPending = errors.New("a handoff is already waiting for the next session")
 	// ErrNotCurrentSession: handoffs start from the chain's current session only.

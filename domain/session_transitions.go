@@ -59,6 +59,7 @@ const (
 	OpFailSubAgent               Operation = "FailSubAgent"
 	OpRecordAPITaskCreated       Operation = "RecordApiTaskCreated"
 	OpRecordAutoContinuation     Operation = "RecordAutoContinuation"
+	OpFailHandoff                Operation = "FailHandoff"
 )
 
 // Case distinguishes the moves one operation can make from one status,
@@ -203,6 +204,7 @@ func init() {
 	move(OpClose, one(StatusIdle), StatusCompleted, CaseNone)
 	move(OpRecordFailure, failableStatuses, StatusFailed, CaseNone)
 	move(OpRetry, one(StatusFailed), StatusQueued, CaseNone)
+	move(OpFailHandoff, one(StatusContextExhausted), StatusFailed, CaseNone)
 	stay(OpRecordAutoContinuation, one(StatusIdle), CaseNone)
 
 	// Metrics and budget: spend is a fact and is recorded in every status;

@@ -166,6 +166,9 @@ func invocations() []invocation {
 		{domain.OpRetry, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.Retry("try smaller steps", now)
 		}},
+		{domain.OpFailHandoff, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.FailHandoff("the chain is full", now)
+		}},
 		{domain.OpRecordAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
 			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 5, IsEnabled: true}
 		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RecordAutoContinuation(now) }},

@@ -170,6 +170,9 @@ func registerSession(d *Dispatcher, now Clock) {
 	reg(command.RecordFailure, onSession(now, func(s *domain.AgentSession, in command.FailureData, at time.Time) error {
 		return s.RecordFailure(in.Reason, in.Message, at)
 	}))
+	reg(command.FailHandoff, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
+		return s.FailHandoff(in.Reason, at)
+	}))
 	reg(command.UpdateMetrics, onSession(now, func(s *domain.AgentSession, in command.MetricsData, at time.Time) error {
 		return s.UpdateMetrics(domain.MetricsUpdate{SubAgentID: in.SubAgentID, ModelID: in.ModelID,
 			Cost: in.CostUsd, Tokens: in.Tokens, ContextWindow: in.ContextWindow}, at)

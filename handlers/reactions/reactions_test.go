@@ -44,6 +44,13 @@ type flow struct {
 
 func startFlow(t *testing.T, maxSessions int) *flow {
 	t.Helper()
+	return startFlowWithChainLimit(t, maxSessions, 0)
+}
+
+// startFlowWithChainLimit starts the flow with chains of at most
+// maxChainSessions sessions (0: the default).
+func startFlowWithChainLimit(t *testing.T, maxSessions, maxChainSessions int) *flow {
+	t.Helper()
 	pool := testenv.Postgres(t)
 	_, js, nc := bustest.Server(t)
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{MaxConcurrentSessions: maxSessions})
@@ -64,7 +71,7 @@ func startFlow(t *testing.T, maxSessions int) *flow {
 		reactions.SidecarDispatch{JS: js, DB: pool}.Run,
 		reactions.Pool{JS: js, DB: pool, Client: client}.Run,
 		reactions.Delivery{JS: js, DB: pool}.Run,
-		reactions.Handoff{JS: js, DB: pool, Client: client}.Run,
+		reactions.Handoff{JS: js, DB: pool, Client: client, MaxChainSessions: maxChainSessions}.Run,
 	}
 	var wg sync.WaitGroup
 	for _, run := range runs {
