@@ -52,6 +52,7 @@ const (
 	ExpireTimeouts            = "expire_timeouts"
 	RecordAutoContinuation    = "record_auto_continuation"
 	FailHandoff               = "fail_handoff"
+	StopAutoContinuation      = "stop_auto_continuation"
 	AllocateSession           = "allocate_session"
 )
 

@@ -62,6 +62,9 @@ var (
 	ErrTemplateInactive = errors.New("template is deactivated")
 	// ErrAutoContinueLimit: the auto-continue loop reached MaxContinuations or is disabled.
 	ErrAutoContinueLimit = errors.New("auto-continue is disabled or reached its limit")
+	// ErrAutoContinueNotSpent: the auto-continue loop is off or has
+	// continuations left, so there is nothing to stop.
+	ErrAutoContinueNotSpent = errors.New("auto-continue is off or has continuations left")
 	// ErrAlreadyInChain: a session belongs to one chain only.
 	ErrAlreadyInChain = errors.New("session already belongs to another chain")
 	// ErrDuplicate: an id or a name that must be unique is used twice.

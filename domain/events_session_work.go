@@ -131,6 +131,14 @@ type SessionAutoContinuedEvent struct {
 	MaxContinuations  int `json:"maxContinuations"`
 }
 
+// SessionAutoContinueExhaustedEvent records that validation still failed
+// once MaxContinuations were spent: the loop stopped and the session waits,
+// Idle and without pending review, for its owner.
+type SessionAutoContinueExhaustedEvent struct {
+	SessionMeta
+	MaxContinuations int `json:"maxContinuations"`
+}
+
 // AgentAPITaskCreatedEvent records that the agent created a follow-up task through the
 // agent API. Besides the seed's ids it carries the task itself, which lives
 // in another context: the bridge that creates it there needs nothing else.
@@ -198,6 +206,9 @@ func (SessionBudgetRaisedEvent) EventType() string { return "session_budget_rais
 
 // EventType returns "session_auto_continued".
 func (SessionAutoContinuedEvent) EventType() string { return "session_auto_continued" }
+
+// EventType returns "session_auto_continue_exhausted".
+func (SessionAutoContinueExhaustedEvent) EventType() string { return "session_auto_continue_exhausted" }
 
 // EventType returns "agent_api_task_created".
 func (AgentAPITaskCreatedEvent) EventType() string { return "agent_api_task_created" }

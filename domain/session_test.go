@@ -229,6 +229,29 @@ func TestAutoContinuationLimit(t *testing.T) {
 	assert.Equal(t, 2, s.AutoContinue().CurrentContinuationCount)
 }
 
+func TestSpentAutoContinuationLeavesTheSessionIdleWithoutPendingReview(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusIdle)
+	snap.HasPendingReview = true
+	snap.Output = &domain.SessionOutput{FilesChanged: 1}
+	snap.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 1, IsEnabled: true}
+	s := load(t, snap)
+	require.ErrorIs(t, s.StopAutoContinuation(t0), domain.ErrAutoContinueNotSpent, "a continuation is left")
+	require.NoError(t, s.RecordAutoContinuation(t0))
+	s.PopEvents()
+
+	require.NoError(t, s.StopAutoContinuation(t0))
+	assert.Equal(t, domain.StatusIdle, s.Status())
+	assert.False(t, s.HasPendingReview(), "the owner reviews by hand (seed 001 §8.10)")
+	events := s.PopEvents()
+	require.Len(t, events, 1)
+	assert.Equal(t, domain.SessionAutoContinueExhaustedEvent{SessionMeta: events[0].(domain.SessionAutoContinueExhaustedEvent).SessionMeta,
+		MaxContinuations: 1}, events[0])
+
+	off := load(t, snapshotIn(t, domain.StatusIdle))
+	require.ErrorIs(t, off.StopAutoContinuation(t0), domain.ErrAutoContinueNotSpent, "no loop to stop")
+}
+
 func TestContextExhaustionAndHandoff(t *testing.T) {
 	t.Parallel()
 	chain := uuid.New()

@@ -60,6 +60,7 @@ const (
 	OpRecordAPITaskCreated       Operation = "RecordApiTaskCreated"
 	OpRecordAutoContinuation     Operation = "RecordAutoContinuation"
 	OpFailHandoff                Operation = "FailHandoff"
+	OpStopAutoContinuation       Operation = "StopAutoContinuation"
 )
 
 // Case distinguishes the moves one operation can make from one status,
@@ -206,6 +207,7 @@ func init() {
 	move(OpRetry, one(StatusFailed), StatusQueued, CaseNone)
 	move(OpFailHandoff, one(StatusContextExhausted), StatusFailed, CaseNone)
 	stay(OpRecordAutoContinuation, one(StatusIdle), CaseNone)
+	stay(OpStopAutoContinuation, one(StatusIdle), CaseNone)
 
 	// Metrics and budget: spend is a fact and is recorded in every status;
 	// reaching the cap pauses a running session.

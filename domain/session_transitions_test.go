@@ -169,6 +169,9 @@ func invocations() []invocation {
 		{domain.OpFailHandoff, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.FailHandoff("the chain is full", now)
 		}},
+		{domain.OpStopAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
+			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 2, CurrentContinuationCount: 2, IsEnabled: true}
+		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.StopAutoContinuation(now) }},
 		{domain.OpRecordAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
 			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 5, IsEnabled: true}
 		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RecordAutoContinuation(now) }},

@@ -102,6 +102,7 @@ func registerSession(d *Dispatcher, now Clock) {
 		command.RecordContextExhausted: (*domain.AgentSession).RecordContextExhausted,
 		command.ExpireTimeouts:         (*domain.AgentSession).ExpireTimeouts,
 		command.RecordAutoContinuation: (*domain.AgentSession).RecordAutoContinuation,
+		command.StopAutoContinuation:   (*domain.AgentSession).StopAutoContinuation,
 	}
 	for name, op := range simple {
 		d.Register(domain.AggregateSession, name, onSession(now, func(s *domain.AgentSession, _ none, at time.Time) error {
