@@ -23,8 +23,8 @@ func groupMCPTools(tools []protocol.MCPTool) mcpServers {
 	g := mcpServers{uris: map[string]string{}, tools: map[string]string{}}
 	byURI := map[string]string{}
 	for _, t := range tools {
-		if t.ServerURI == "" {
-			continue
+		if !isHTTP(t.ServerURI) {
+			continue // the CLI reaches MCP servers here over HTTP only
 		}
 		name, ok := byURI[t.ServerURI]
 		if !ok {
@@ -38,6 +38,11 @@ func groupMCPTools(tools []protocol.MCPTool) mcpServers {
 		}
 	}
 	return g
+}
+
+func isHTTP(uri string) bool {
+	u, err := url.Parse(uri)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 var notNameChar = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
