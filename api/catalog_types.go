@@ -219,14 +219,18 @@ type Timeouts struct {
 }
 
 func skillDetailOf(s domain.AgentSkillSnapshot) SkillDetail {
-	d := SkillDetail{ID: s.ID, OwnerID: s.OwnerID, Name: s.Name, Description: s.Description, Instructions: s.Instructions,
-		Version: s.SkillVersion, ToolDefinitions: toolsOf(s.ToolDefinitions), SubAgentDefinitions: make([]SubAgent, 0, len(s.SubAgentDefinitions)),
+	return SkillDetail{ID: s.ID, OwnerID: s.OwnerID, Name: s.Name, Description: s.Description, Instructions: s.Instructions,
+		Version: s.SkillVersion, ToolDefinitions: toolsOf(s.ToolDefinitions), SubAgentDefinitions: subAgentsOf(s.SubAgentDefinitions),
 		MemoryPills: pillsOf(s.MemoryPills), IsActive: s.IsActive, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
-	for _, sa := range s.SubAgentDefinitions {
-		d.SubAgentDefinitions = append(d.SubAgentDefinitions, SubAgent{Name: sa.Name, Description: sa.Description,
+}
+
+func subAgentsOf(ds []domain.SkillSubAgentDefinition) []SubAgent {
+	out := make([]SubAgent, 0, len(ds))
+	for _, sa := range ds {
+		out = append(out, SubAgent{Name: sa.Name, Description: sa.Description,
 			ModelID: sa.ModelID, Instructions: sa.Instructions, ToolDefinitions: toolsOf(sa.ToolDefinitions)})
 	}
-	return d
+	return out
 }
 
 func pillsOf(ps []domain.MemoryPill) []MemoryPill {

@@ -86,10 +86,11 @@ var seedEndpoints = []string{
 var knownMissing = []string{}
 
 // beyondSeed are endpoints served besides section 8.9: tool
-// permissions, the budget, the pool's size (SessionPoolConfig), and the
-// live streams (SSE instead of the seed's
-// WebSocket hub).
+// permissions, the budget, the pool's size (SessionPoolConfig), a
+// session's composed configuration, and the live streams (SSE instead of
+// the seed's WebSocket hub).
 var beyondSeed = []string{
+	"GET /api/agents/sessions/{id}/config",
 	"GET /api/agents/sessions/{id}/permissions",
 	"POST /api/agents/sessions/{id}/permissions/{requestId}/allow",
 	"POST /api/agents/sessions/{id}/permissions/{requestId}/deny",

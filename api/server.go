@@ -128,6 +128,7 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addSessionRoutes(api)
 	s.addSessionControlRoutes(api)
 	s.addSessionSkillRoutes(api)
+	s.addSessionConfigRoutes(api)
 	s.addPermissionRoutes(api)
 	s.addQueueRoutes(api)
 	s.addPoolRoutes(api)

@@ -15,17 +15,17 @@ type sessionSkillInput struct {
 }
 
 // addSessionSkillRoutes registers enabling and disabling a skill on a
-// session. Both need an Idle or Interrupted session; follow them with
-// reload so the agent picks the change up.
+// session. Both need an Idle or Interrupted session, and
+// the agent reloads its composed configuration at once.
 func (s *Server) addSessionSkillRoutes(api huma.API) {
 	register(api, humanOp("enable-session-skill", http.MethodPost, "/api/agents/sessions/{id}/skills/{skillId}/enable",
-		"Enable a skill on a session", "Hot-loads one of your active skills into an Idle or Interrupted session; then reload it.",
+		"Enable a skill on a session", "Hot-loads one of your active skills into an Idle or Interrupted session; its agent reloads the composed configuration.",
 		"Session control", commandErrors),
 		func(ctx context.Context, in *sessionSkillInput) (*sessionOutput, error) {
 			return s.skillCommand(ctx, in, command.EnableSkill)
 		})
 	register(api, humanOp("disable-session-skill", http.MethodDelete, "/api/agents/sessions/{id}/skills/{skillId}",
-		"Disable a skill on a session", "Removes a skill from an Idle or Interrupted session; then reload it.",
+		"Disable a skill on a session", "Removes a skill from an Idle or Interrupted session; its agent reloads the composed configuration.",
 		"Session control", commandErrors),
 		func(ctx context.Context, in *sessionSkillInput) (*sessionOutput, error) {
 			return s.skillCommand(ctx, in, command.DisableSkill)

@@ -184,7 +184,7 @@ func (st *stack) start(t testing.TB, u user, extra map[string]any) (SessionDetai
 
 // internal sends an internal session command, as the workers of the
 // pipeline do, and requires it to succeed.
-func (st *stack) internal(t testing.TB, id uuid.UUID, name string, data any) {
+func (st *stack) internal(t testing.TB, id uuid.UUID, name string, data any) domain.AgentSessionSnapshot {
 	t.Helper()
 	cmd, err := command.New(domain.AggregateSession, name, id, "", data)
 	require.NoError(t, err)
@@ -193,6 +193,9 @@ func (st *stack) internal(t testing.TB, id uuid.UUID, name string, data any) {
 	res, err := st.client.Do(ctx, cmd)
 	require.NoError(t, err)
 	require.Nil(t, res.Error, "%s: %v", name, res.Error)
+	var snap domain.AgentSessionSnapshot
+	require.NoError(t, json.Unmarshal(res.State, &snap))
+	return snap
 }
 
 // skill creates an active skill of u, through the commands worker.
@@ -232,8 +235,9 @@ func (st *stack) inReview(t testing.TB, u user) SessionDetail {
 
 func (st *stack) paused(t testing.TB, u user) SessionDetail {
 	s, _ := st.running(t, u, nil)
-	st.internal(t, s.ID, command.PauseSession, nil)
-	st.internal(t, s.ID, command.ConfirmPaused, nil)
+	pausing := st.internal(t, s.ID, command.PauseSession, nil)
+	require.Len(t, pausing.AwaitedAcks, 1)
+	st.internal(t, s.ID, command.ConfirmPaused, command.AckData{CommandID: pausing.AwaitedAcks[0].CommandID})
 	return s
 }
 

@@ -51,6 +51,8 @@ const (
 	RequestPermission         = "request_permission"
 	ExpireTimeouts            = "expire_timeouts"
 	RecordAutoContinuation    = "record_auto_continuation"
+	FailHandoff               = "fail_handoff"
+	StopAutoContinuation      = "stop_auto_continuation"
 	AllocateSession           = "allocate_session"
 )
 
@@ -85,6 +87,12 @@ type SkillConsolidation struct {
 type StartSessionResult struct {
 	Session domain.AgentSessionSnapshot `json:"session"`
 	APIKey  string                      `json:"apiKey,omitempty"`
+}
+
+// AckData carries the command id a sidecar's ack echoes (the Confirm*
+// commands); only the awaited command's id confirms anything.
+type AckData struct {
+	CommandID uuid.UUID `json:"commandId"`
 }
 
 // ReasonData carries an optional reason (RejectOutput).

@@ -10,6 +10,10 @@ import (
 // MaxHandoffChars bounds a handoff's summary and remaining work.
 const MaxHandoffChars = 4000
 
+// DefaultMaxChainSessions is how many sessions a chain may hold when its
+// deployment sets no other limit.
+const DefaultMaxChainSessions = 10
+
 // ChainStatus is the state of a SessionChain. The zero value is invalid.
 type ChainStatus string
 
@@ -132,6 +136,19 @@ func (c *SessionChain) InitiateHandoff(docID, fromSessionID uuid.UUID, summary, 
 	c.handoffs = append(c.handoffs, h)
 	c.raise(SessionHandoffInitiatedEvent{ChainMeta: c.meta(now), FromSessionID: fromSessionID, HandoffDocumentID: docID})
 	return h, nil
+}
+
+// EnsureRoomForSession refuses another session once the chain holds
+// maxSessions (DefaultMaxChainSessions when not positive): work that keeps
+// running out of context must not hand itself off, and spend, forever.
+func (c *SessionChain) EnsureRoomForSession(maxSessions int) error {
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxChainSessions
+	}
+	if len(c.sessions) >= maxSessions {
+		return c.refuse("AttachSession", ErrChainLimitReached)
+	}
+	return nil
 }
 
 // AttachSession appends the continuation session at the next position,

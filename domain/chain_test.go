@@ -143,3 +143,37 @@ func TestSessionChainUnmarshalChecksInvariants(t *testing.T) {
 		})
 	}
 }
+
+func TestAChainHasRoomForAsManySessionsAsItsLimit(t *testing.T) {
+	t.Parallel()
+	ids := seqIDs()
+	current := ids()
+	c := newChain(t, current)
+	require.NoError(t, c.EnsureRoomForSession(2))
+	_, err := c.InitiateHandoff(ids(), current, "done", "rest", "", t0)
+	require.NoError(t, err)
+	current = ids()
+	require.NoError(t, c.AttachSession(current, t0))
+	err = c.EnsureRoomForSession(2)
+	require.ErrorIs(t, err, domain.ErrChainLimitReached)
+	require.ErrorIs(t, err, domain.ErrConflict)
+
+	for range domain.DefaultMaxChainSessions - 2 {
+		require.NoError(t, c.EnsureRoomForSession(0), "no limit set means the default")
+		_, err := c.InitiateHandoff(ids(), current, "done", "rest", "", t0)
+		require.NoError(t, err)
+		current = ids()
+		require.NoError(t, c.AttachSession(current, t0))
+	}
+	assert.Len(t, c.Sessions(), domain.DefaultMaxChainSessions)
+	require.ErrorIs(t, c.EnsureRoomForSession(0), domain.ErrChainLimitReached)
+}
+
+func TestAHandoffThatCannotContinueFailsTheSession(t *testing.T) {
+	t.Parallel()
+	s := load(t, snapshotIn(t, domain.StatusContextExhausted))
+	require.NoError(t, s.FailHandoff("the chain holds 10 sessions", t0))
+	assert.Equal(t, domain.StatusFailed, s.Status())
+	assert.Equal(t, &domain.Failure{Reason: domain.FailureBudgetExhausted, Message: "the chain holds 10 sessions"}, s.Failure())
+	assert.Equal(t, []string{"agent_session_failed"}, eventTypes(s.PopEvents()))
+}

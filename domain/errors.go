@@ -49,6 +49,9 @@ var (
 	ErrNoTimeoutDue = errors.New("no timeout is due")
 	// ErrNoReloadPending: ConfirmReloaded without a RequestReload.
 	ErrNoReloadPending = errors.New("no configuration reload is pending")
+	// ErrUnexpectedAck: a sidecar ack whose command id is not the awaited
+	// command's (never sent, or superseded).
+	ErrUnexpectedAck = errors.New("the acknowledgement does not match the command awaiting one")
 	// ErrSkillAlreadyEnabled: EnableSkill of an enabled skill.
 	ErrSkillAlreadyEnabled = errors.New("skill is already enabled")
 	// ErrSkillNotEnabled: DisableSkill of a skill that is not enabled.
@@ -59,10 +62,15 @@ var (
 	ErrTemplateInactive = errors.New("template is deactivated")
 	// ErrAutoContinueLimit: the auto-continue loop reached MaxContinuations or is disabled.
 	ErrAutoContinueLimit = errors.New("auto-continue is disabled or reached its limit")
+	// ErrAutoContinueNotSpent: the auto-continue loop is off or has
+	// continuations left, so there is nothing to stop.
+	ErrAutoContinueNotSpent = errors.New("auto-continue is off or has continuations left")
 	// ErrAlreadyInChain: a session belongs to one chain only.
 	ErrAlreadyInChain = errors.New("session already belongs to another chain")
 	// ErrDuplicate: an id or a name that must be unique is used twice.
 	ErrDuplicate = errors.New("already exists")
+	// ErrChainLimitReached: a chain holds as many sessions as it may.
+	ErrChainLimitReached = errors.New("the chain holds as many sessions as it may")
 	// ErrHandoffPending: a chain has a handoff waiting for its next session.
 	ErrHandoffPending = errors.New("a handoff is already waiting for the next session")
 	// ErrNotCurrentSession: handoffs start from the chain's current session only.

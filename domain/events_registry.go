@@ -29,7 +29,8 @@ var allEvents = []Event{
 	SessionSkillEnabledEvent{}, SessionSkillDisabledEvent{},
 	SessionReloadRequestedEvent{}, SessionReloadedEvent{},
 	SessionMetricsUpdatedEvent{}, SessionBudgetWarningEvent{}, SessionBudgetExhaustedEvent{},
-	SessionBudgetRaisedEvent{}, SessionAutoContinuedEvent{}, AgentAPITaskCreatedEvent{},
+	SessionBudgetRaisedEvent{}, SessionAutoContinuedEvent{}, SessionAutoContinueExhaustedEvent{},
+	AgentAPITaskCreatedEvent{},
 	// Tools, transcript, subagents.
 	ToolPermissionRequestedEvent{}, ToolPermissionGrantedEvent{}, ToolPermissionDeniedEvent{},
 	ToolPermissionTimedOutEvent{},

@@ -54,7 +54,11 @@ type AgentSessionOutputReadyEvent struct {
 }
 
 // SessionInterruptRequestedEvent records the move Running -> Interrupting; send `interrupt`.
-type SessionInterruptRequestedEvent struct{ SessionMeta }
+type SessionInterruptRequestedEvent struct {
+	SessionMeta
+	// CommandID is the id of the `interrupt` sent to the sidecar; its ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
+}
 
 // SessionInterruptedEvent records the move Interrupting -> Interrupted (interrupt_ack).
 type SessionInterruptedEvent struct{ SessionMeta }
@@ -72,6 +76,8 @@ const (
 type SessionPauseRequestedEvent struct {
 	SessionMeta
 	Reason PauseReason `json:"reason"`
+	// CommandID is the id of the `pause` sent to the sidecar; its ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
 }
 
 // SessionPausedEvent records the move Pausing -> Paused (pause_ack). ExpiresAt is when the
@@ -82,13 +88,21 @@ type SessionPausedEvent struct {
 }
 
 // SessionResumeRequestedEvent records the move Paused -> Resuming; send `resume`.
-type SessionResumeRequestedEvent struct{ SessionMeta }
+type SessionResumeRequestedEvent struct {
+	SessionMeta
+	// CommandID is the id of the `resume` sent to the sidecar; its ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
+}
 
 // SessionResumedEvent records the move Resuming -> Running (resume_ack).
 type SessionResumedEvent struct{ SessionMeta }
 
 // SessionCancelRequestedEvent records the move to Cancelling; send `stop`.
-type SessionCancelRequestedEvent struct{ SessionMeta }
+type SessionCancelRequestedEvent struct {
+	SessionMeta
+	// CommandID is the id of the `stop` sent to the sidecar; its ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
+}
 
 // SessionCancelledEvent records the move to Cancelled (stop_ack, or directly for a Queued
 // session that never had a sidecar).

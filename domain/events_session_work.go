@@ -82,6 +82,9 @@ type SessionSkillDisabledEvent struct {
 type SessionReloadRequestedEvent struct {
 	SessionMeta
 	EnabledSkillIDs []uuid.UUID `json:"enabledSkillIds"`
+	// CommandID is the id of the `reload_config` sent to the sidecar; its
+	// ack echoes it.
+	CommandID uuid.UUID `json:"commandId"`
 }
 
 // SessionReloadedEvent records that the sidecar runs the new configuration (reload_config_ack).
@@ -126,6 +129,14 @@ type SessionAutoContinuedEvent struct {
 	SessionMeta
 	ContinuationCount int `json:"continuationCount"`
 	MaxContinuations  int `json:"maxContinuations"`
+}
+
+// SessionAutoContinueExhaustedEvent records that validation still failed
+// once MaxContinuations were spent: the loop stopped and the session waits,
+// Idle and without pending review, for its owner.
+type SessionAutoContinueExhaustedEvent struct {
+	SessionMeta
+	MaxContinuations int `json:"maxContinuations"`
 }
 
 // AgentAPITaskCreatedEvent records that the agent created a follow-up task through the
@@ -195,6 +206,9 @@ func (SessionBudgetRaisedEvent) EventType() string { return "session_budget_rais
 
 // EventType returns "session_auto_continued".
 func (SessionAutoContinuedEvent) EventType() string { return "session_auto_continued" }
+
+// EventType returns "session_auto_continue_exhausted".
+func (SessionAutoContinueExhaustedEvent) EventType() string { return "session_auto_continue_exhausted" }
 
 // EventType returns "agent_api_task_created".
 func (AgentAPITaskCreatedEvent) EventType() string { return "agent_api_task_created" }

@@ -123,3 +123,26 @@ func mustTool(t *testing.T, name string) domain.MCPToolDefinition {
 	require.NoError(t, err)
 	return d
 }
+
+// ackID is the id of the sidecar command a prepared snapshot awaits.
+var ackID = uuid.MustParse("00000000-0000-4000-8000-0000000000c1")
+
+// awaiting prepares a snapshot that awaits the ack of cmd under ackID.
+func awaiting(cmd domain.SidecarCommand) func(*domain.AgentSessionSnapshot) {
+	return func(s *domain.AgentSessionSnapshot) {
+		s.AwaitedAcks = []domain.AwaitedAck{{Command: cmd, CommandID: ackID}}
+	}
+}
+
+// awaited returns the id of the sidecar command of kind cmd the session
+// awaits an ack for.
+func awaited(t *testing.T, s *domain.AgentSession, cmd domain.SidecarCommand) uuid.UUID {
+	t.Helper()
+	for _, a := range s.AwaitedAcks() {
+		if a.Command == cmd {
+			return a.CommandID
+		}
+	}
+	t.Fatalf("the session awaits no %s ack", cmd)
+	return uuid.Nil
+}

@@ -73,7 +73,7 @@ func TestEnumsAndHelpers(t *testing.T) {
 		domain.OpRecordFailure, domain.OpRecordLogChunk, domain.OpConfirmReloaded, domain.OpUpdateMetrics, domain.OpRaiseBudget,
 		domain.OpAssignToChain, domain.OpRecordAgentMessage, domain.OpRecordToolCall, domain.OpRecordToolCallResult,
 		domain.OpStartSubAgent, domain.OpCompleteSubAgent, domain.OpFailSubAgent, domain.OpIssueSidecarKey}, domain.AllowedOperations(domain.StatusPaused))
-	assert.Len(t, domain.SessionOperations(), 51)
+	assert.Len(t, domain.SessionOperations(), 53)
 
 	threshold := 101.0
 	for name, c := range map[string]domain.AutoContinueConfig{

@@ -55,11 +55,15 @@ type AgentSession struct {
 	permission       *PermissionRequest
 	pausedAt         *time.Time
 	reloadPending    bool
-	startedAt        *time.Time
-	completedAt      *time.Time
-	createdAt        time.Time
-	updatedAt        time.Time
-	version          int64
+	// awaited are the sidecar commands sent and not yet acknowledged;
+	// sidecarCommandSeq numbers the commands the session sent.
+	awaited           []AwaitedAck
+	sidecarCommandSeq int64
+	startedAt         *time.Time
+	completedAt       *time.Time
+	createdAt         time.Time
+	updatedAt         time.Time
+	version           int64
 }
 
 // NewSessionParams are the inputs of NewAgentSession.

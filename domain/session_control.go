@@ -18,16 +18,21 @@ func (s *AgentSession) RequestInterrupt(now time.Time) error {
 		return err
 	}
 	s.moveTo(to, now)
-	s.raise(SessionInterruptRequestedEvent{SessionMeta: s.meta(now)})
+	s.raise(SessionInterruptRequestedEvent{SessionMeta: s.meta(now), CommandID: s.awaitAck(SidecarInterrupt)})
 	return nil
 }
 
-// ConfirmInterrupted records the interrupt_ack: Interrupting -> Interrupted.
-func (s *AgentSession) ConfirmInterrupted(now time.Time) error {
+// ConfirmInterrupted records the interrupt_ack of the awaited interrupt
+// (commandID): Interrupting -> Interrupted.
+func (s *AgentSession) ConfirmInterrupted(commandID uuid.UUID, now time.Time) error {
+	if err := s.checkAck(OpConfirmInterrupted, SidecarInterrupt, commandID); err != nil {
+		return err
+	}
 	to, err := s.target(OpConfirmInterrupted, CaseNone)
 	if err != nil {
 		return err
 	}
+	s.acked(SidecarInterrupt)
 	s.moveTo(to, now)
 	s.raise(SessionInterruptedEvent{SessionMeta: s.meta(now)})
 	return nil
@@ -44,17 +49,22 @@ func (s *AgentSession) requestPause(reason PauseReason, now time.Time) error {
 		return err
 	}
 	s.moveTo(to, now)
-	s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: reason})
+	s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: reason, CommandID: s.awaitAck(SidecarPause)})
 	return nil
 }
 
-// ConfirmPaused records the pause_ack: Pausing -> Paused. The pause
-// times out after Timeouts().Pause (see ExpirePause).
-func (s *AgentSession) ConfirmPaused(now time.Time) error {
+// ConfirmPaused records the pause_ack of the awaited pause (commandID):
+// Pausing -> Paused. The pause times out after Timeouts().Pause (see
+// ExpirePause).
+func (s *AgentSession) ConfirmPaused(commandID uuid.UUID, now time.Time) error {
+	if err := s.checkAck(OpConfirmPaused, SidecarPause, commandID); err != nil {
+		return err
+	}
 	to, err := s.target(OpConfirmPaused, CaseNone)
 	if err != nil {
 		return err
 	}
+	s.acked(SidecarPause)
 	s.moveTo(to, now)
 	s.raise(SessionPausedEvent{SessionMeta: s.meta(now), ExpiresAt: now.UTC().Add(s.timeouts.Pause)})
 	return nil
@@ -71,14 +81,18 @@ func (s *AgentSession) RequestResume(now time.Time) error {
 		return s.refuse(OpRequestResume, ErrBudgetExhausted)
 	}
 	s.moveTo(to, now)
-	s.raise(SessionResumeRequestedEvent{SessionMeta: s.meta(now)})
+	s.raise(SessionResumeRequestedEvent{SessionMeta: s.meta(now), CommandID: s.awaitAck(SidecarResume)})
 	return nil
 }
 
-// ConfirmResumed records the resume_ack: Resuming -> Running. The ack is a
-// fact and is never refused; if late usage spent the cap meanwhile, the
-// session is asked to pause again at once (Resuming -> Pausing).
-func (s *AgentSession) ConfirmResumed(now time.Time) error {
+// ConfirmResumed records the resume_ack of the awaited resume (commandID):
+// Resuming -> Running. The ack is a fact and is never refused for the
+// budget; if late usage spent the cap meanwhile, the session is asked to
+// pause again at once (Resuming -> Pausing).
+func (s *AgentSession) ConfirmResumed(commandID uuid.UUID, now time.Time) error {
+	if err := s.checkAck(OpConfirmResumed, SidecarResume, commandID); err != nil {
+		return err
+	}
 	c := CaseNone
 	if s.budget.IsSpent() {
 		c = CaseHardCapSpent
@@ -87,10 +101,11 @@ func (s *AgentSession) ConfirmResumed(now time.Time) error {
 	if err != nil {
 		return err
 	}
+	s.acked(SidecarResume)
 	s.moveTo(to, now)
 	s.raise(SessionResumedEvent{SessionMeta: s.meta(now)})
 	if to == StatusPausing {
-		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted})
+		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted, CommandID: s.awaitAck(SidecarPause)})
 	}
 	return nil
 }
@@ -108,18 +123,22 @@ func (s *AgentSession) RequestCancel(now time.Time) error {
 		s.raise(SessionCancelledEvent{SessionMeta: s.meta(now), Direct: true})
 		return nil
 	}
-	s.raise(SessionCancelRequestedEvent{SessionMeta: s.meta(now)})
+	s.raise(SessionCancelRequestedEvent{SessionMeta: s.meta(now), CommandID: s.awaitAck(SidecarStop)})
 	return nil
 }
 
-// ConfirmCancelled records the stop_ack: Cancelling -> Cancelled. It also
-// cancels a Queued session directly, which never had a sidecar.
-func (s *AgentSession) ConfirmCancelled(now time.Time) error {
+// ConfirmCancelled records the stop_ack of the awaited stop (commandID):
+// Cancelling -> Cancelled.
+func (s *AgentSession) ConfirmCancelled(commandID uuid.UUID, now time.Time) error {
+	if err := s.checkAck(OpConfirmCancelled, SidecarStop, commandID); err != nil {
+		return err
+	}
 	from := s.status
 	to, err := s.target(OpConfirmCancelled, CaseNone)
 	if err != nil {
 		return err
 	}
+	s.acked(SidecarStop)
 	s.moveTo(to, now)
 	s.raise(SessionCancelledEvent{SessionMeta: s.meta(now), Direct: from == StatusQueued})
 	return nil

@@ -168,6 +168,19 @@ func (s *AgentSession) RecordFailure(reason FailureReason, message string, now t
 	return nil
 }
 
+// FailHandoff fails a session whose handoff cannot be continued (its
+// chain is full): ContextExhausted -> Failed, with the reason a person
+// reads. The chain's limit is a bound on what the work may consume, so the
+// failure is BudgetExhausted.
+func (s *AgentSession) FailHandoff(message string, now time.Time) error {
+	to, err := s.target(OpFailHandoff, CaseNone)
+	if err != nil {
+		return err
+	}
+	s.fail(to, FailureBudgetExhausted, message, now)
+	return nil
+}
+
 // fail applies a looked-up move to Failed.
 func (s *AgentSession) fail(to SessionStatus, reason FailureReason, message string, now time.Time) {
 	s.moveTo(to, now)
@@ -200,6 +213,7 @@ func (s *AgentSession) Retry(instruction string, now time.Time) error {
 	s.completedAt = nil
 	s.startedAt = nil
 	s.reloadPending = false
+	s.awaited = nil
 	if s.autoContinue != nil {
 		s.autoContinue.CurrentContinuationCount = 0
 	}

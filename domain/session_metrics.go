@@ -52,7 +52,7 @@ func (s *AgentSession) UpdateMetrics(u MetricsUpdate, now time.Time) error {
 	s.budget = budget
 	if to != s.status {
 		s.moveTo(to, now)
-		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted})
+		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted, CommandID: s.awaitAck(SidecarPause)})
 	}
 	return nil
 }

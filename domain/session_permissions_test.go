@@ -156,7 +156,7 @@ func TestTimeouts(t *testing.T) {
 			name: "pause times out (10 min default)", policy: domain.DefaultToolApprovalPolicy(), timeouts: domain.DefaultSessionTimeouts(),
 			setup: func(s *domain.AgentSession) {
 				require.NoError(t, s.RequestPause(t0))
-				require.NoError(t, s.ConfirmPaused(t0))
+				require.NoError(t, s.ConfirmPaused(awaited(t, s, domain.SidecarPause), t0))
 			},
 			deadline: t0.Add(10 * time.Minute), wantStatus: domain.StatusFailed,
 			wantEvents: []string{"session_pause_timed_out", "agent_session_failed"},
@@ -202,11 +202,11 @@ func TestPauseTimeoutRestartsWithEachPause(t *testing.T) {
 	t.Parallel()
 	s := runningSession(t)
 	require.NoError(t, s.RequestPause(t0))
-	require.NoError(t, s.ConfirmPaused(t0))
+	require.NoError(t, s.ConfirmPaused(awaited(t, s, domain.SidecarPause), t0))
 	require.NoError(t, s.RequestResume(t0.Add(time.Minute)))
-	require.NoError(t, s.ConfirmResumed(t0.Add(time.Minute)))
+	require.NoError(t, s.ConfirmResumed(awaited(t, s, domain.SidecarResume), t0.Add(time.Minute)))
 	require.NoError(t, s.RequestPause(t0.Add(5*time.Minute)))
-	require.NoError(t, s.ConfirmPaused(t0.Add(5*time.Minute)))
+	require.NoError(t, s.ConfirmPaused(awaited(t, s, domain.SidecarPause), t0.Add(5*time.Minute)))
 	require.ErrorIs(t, s.ExpirePause(t0.Add(10*time.Minute)), domain.ErrNoTimeoutDue, "a timer of an earlier pause does not fail this one")
 	require.NoError(t, s.ExpirePause(t0.Add(15*time.Minute)))
 }

@@ -65,7 +65,7 @@ func TestSidecarKey(t *testing.T) {
 	_, err = s.IssueSidecarKey(nil)
 	require.ErrorIs(t, err, domain.ErrValidation)
 	require.NoError(t, s.RequestCancel(t0))
-	require.NoError(t, s.ConfirmCancelled(t0))
+	require.NoError(t, s.ConfirmCancelled(awaited(t, s, domain.SidecarStop), t0))
 	_, err = s.IssueSidecarKey(rand.Reader)
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "an ended session gets no sidecar")
 }

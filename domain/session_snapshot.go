@@ -40,6 +40,8 @@ type AgentSessionSnapshot struct {
 	PendingPermission *PermissionRequest  `json:"pendingPermission,omitempty"`
 	PausedAt          *time.Time          `json:"pausedAt,omitempty"`
 	ReloadPending     bool                `json:"reloadPending"`
+	AwaitedAcks       []AwaitedAck        `json:"awaitedAcks,omitempty"`
+	SidecarCommandSeq int64               `json:"sidecarCommandSeq,omitempty"`
 	StartedAt         *time.Time          `json:"startedAt,omitempty"`
 	CompletedAt       *time.Time          `json:"completedAt,omitempty"`
 	CreatedAt         time.Time           `json:"createdAt"`
@@ -61,6 +63,7 @@ func (s *AgentSession) Snapshot() AgentSessionSnapshot {
 		ToolApproval: s.ToolApproval(), Timeouts: s.timeouts,
 		PendingQuestion: s.PendingQuestion(), PendingPermission: s.PendingPermission(),
 		PausedAt: s.PausedAt(), ReloadPending: s.reloadPending,
+		AwaitedAcks: s.AwaitedAcks(), SidecarCommandSeq: s.sidecarCommandSeq,
 		StartedAt: s.StartedAt(), CompletedAt: s.CompletedAt(),
 		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, Version: s.version,
 	}
@@ -115,7 +118,8 @@ func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession
 		retryCount: snap.RetryCount, retryInstruction: snap.RetryInstruction,
 		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts,
 		permission: clonePtr(snap.PendingPermission), pausedAt: clonePtr(snap.PausedAt),
-		reloadPending: snap.ReloadPending, startedAt: clonePtr(snap.StartedAt), completedAt: clonePtr(snap.CompletedAt),
+		reloadPending: snap.ReloadPending, awaited: slices.Clone(snap.AwaitedAcks), sidecarCommandSeq: snap.SidecarCommandSeq,
+		startedAt: clonePtr(snap.StartedAt), completedAt: clonePtr(snap.CompletedAt),
 		createdAt: snap.CreatedAt, updatedAt: snap.UpdatedAt, version: snap.Version,
 	}
 	if snap.TaskList != nil {

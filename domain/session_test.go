@@ -142,27 +142,28 @@ func TestSessionReviewGuards(t *testing.T) {
 func TestSessionTwoPhaseLifecycle(t *testing.T) {
 	t.Parallel()
 	s := runningSession(t)
+	var stop uuid.UUID
 	steps := []struct {
 		call  func() error
 		want  domain.SessionStatus
 		event string
 	}{
 		{func() error { return s.RequestPause(t0) }, domain.StatusPausing, "session_pause_requested"},
-		{func() error { return s.ConfirmPaused(t0) }, domain.StatusPaused, "session_paused"},
+		{func() error { return s.ConfirmPaused(awaited(t, s, domain.SidecarPause), t0) }, domain.StatusPaused, "session_paused"},
 		{func() error { return s.RequestResume(t0) }, domain.StatusResuming, "session_resume_requested"},
-		{func() error { return s.ConfirmResumed(t0) }, domain.StatusRunning, "session_resumed"},
+		{func() error { return s.ConfirmResumed(awaited(t, s, domain.SidecarResume), t0) }, domain.StatusRunning, "session_resumed"},
 		{func() error { return s.RequestInterrupt(t0) }, domain.StatusInterrupting, "session_interrupt_requested"},
-		{func() error { return s.ConfirmInterrupted(t0) }, domain.StatusInterrupted, "session_interrupted"},
+		{func() error { return s.ConfirmInterrupted(awaited(t, s, domain.SidecarInterrupt), t0) }, domain.StatusInterrupted, "session_interrupted"},
 		{func() error { return s.BeginTurn(t0) }, domain.StatusRunning, "agent_session_turn_begun"},
 		{func() error { return s.RequestCancel(t0) }, domain.StatusCancelling, "session_cancel_requested"},
-		{func() error { return s.ConfirmCancelled(t0) }, domain.StatusCancelled, "session_cancelled"},
+		{func() error { stop = awaited(t, s, domain.SidecarStop); return s.ConfirmCancelled(stop, t0) }, domain.StatusCancelled, "session_cancelled"},
 	}
 	for _, step := range steps {
 		require.NoError(t, step.call())
 		assert.Equal(t, step.want, s.Status())
 		assert.Equal(t, []string{step.event}, eventTypes(s.PopEvents()))
 	}
-	require.ErrorIs(t, s.ConfirmCancelled(t0), domain.ErrInvalidTransition, "a duplicate ack is refused")
+	require.ErrorIs(t, s.ConfirmCancelled(stop, t0), domain.ErrUnexpectedAck, "a duplicate ack is refused")
 }
 
 func TestSessionDuplicateRequestsAreRefused(t *testing.T) {
@@ -179,18 +180,14 @@ func TestSessionDuplicateRequestsAreRefused(t *testing.T) {
 
 func TestCancelQueuedSessionDirectly(t *testing.T) {
 	t.Parallel()
-	for _, cancel := range []func(*domain.AgentSession) error{
-		func(s *domain.AgentSession) error { return s.RequestCancel(t0) },
-		func(s *domain.AgentSession) error { return s.ConfirmCancelled(t0) },
-	} {
-		s := newSession(t)
-		require.NoError(t, cancel(s))
-		assert.Equal(t, domain.StatusCancelled, s.Status())
-		events := s.PopEvents()
-		require.Len(t, events, 1, "no stop command for a session that has no sidecar")
-		assert.True(t, events[0].(domain.SessionCancelledEvent).Direct)
-		require.NotNil(t, s.CompletedAt())
-	}
+	s := newSession(t)
+	require.NoError(t, s.RequestCancel(t0))
+	assert.Equal(t, domain.StatusCancelled, s.Status())
+	events := s.PopEvents()
+	require.Len(t, events, 1, "no stop command for a session that has no sidecar")
+	assert.True(t, events[0].(domain.SessionCancelledEvent).Direct)
+	require.NotNil(t, s.CompletedAt())
+	assert.Empty(t, s.AwaitedAcks())
 }
 
 func TestRetry(t *testing.T) {
@@ -230,6 +227,29 @@ func TestAutoContinuationLimit(t *testing.T) {
 	require.NoError(t, s.RecordAutoContinuation(t0))
 	require.ErrorIs(t, s.RecordAutoContinuation(t0), domain.ErrAutoContinueLimit)
 	assert.Equal(t, 2, s.AutoContinue().CurrentContinuationCount)
+}
+
+func TestSpentAutoContinuationLeavesTheSessionIdleWithoutPendingReview(t *testing.T) {
+	t.Parallel()
+	snap := snapshotIn(t, domain.StatusIdle)
+	snap.HasPendingReview = true
+	snap.Output = &domain.SessionOutput{FilesChanged: 1}
+	snap.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 1, IsEnabled: true}
+	s := load(t, snap)
+	require.ErrorIs(t, s.StopAutoContinuation(t0), domain.ErrAutoContinueNotSpent, "a continuation is left")
+	require.NoError(t, s.RecordAutoContinuation(t0))
+	s.PopEvents()
+
+	require.NoError(t, s.StopAutoContinuation(t0))
+	assert.Equal(t, domain.StatusIdle, s.Status())
+	assert.False(t, s.HasPendingReview(), "the owner reviews by hand (seed 001 §8.10)")
+	events := s.PopEvents()
+	require.Len(t, events, 1)
+	assert.Equal(t, domain.SessionAutoContinueExhaustedEvent{SessionMeta: events[0].(domain.SessionAutoContinueExhaustedEvent).SessionMeta,
+		MaxContinuations: 1}, events[0])
+
+	off := load(t, snapshotIn(t, domain.StatusIdle))
+	require.ErrorIs(t, off.StopAutoContinuation(t0), domain.ErrAutoContinueNotSpent, "no loop to stop")
 }
 
 func TestContextExhaustionAndHandoff(t *testing.T) {

@@ -151,3 +151,21 @@ func (s *AgentSession) RecordAutoContinuation(now time.Time) error {
 	s.raise(SessionAutoContinuedEvent{SessionMeta: s.meta(now), ContinuationCount: ac.CurrentContinuationCount, MaxContinuations: ac.MaxContinuations})
 	return nil
 }
+
+// StopAutoContinuation ends the loop once MaxContinuations are spent and
+// validation still fails (seed 001 §8.10): the session stays Idle with no
+// pending review, for its owner to look at by hand. It is refused while
+// continuations remain or auto-continue is off.
+func (s *AgentSession) StopAutoContinuation(now time.Time) error {
+	if err := s.allow(OpStopAutoContinuation); err != nil {
+		return err
+	}
+	ac := s.autoContinue
+	if ac == nil || !ac.IsEnabled || ac.CurrentContinuationCount < ac.MaxContinuations {
+		return s.refuse(OpStopAutoContinuation, ErrAutoContinueNotSpent)
+	}
+	s.hasPendingReview = false
+	s.updatedAt = now.UTC()
+	s.raise(SessionAutoContinueExhaustedEvent{SessionMeta: s.meta(now), MaxContinuations: ac.MaxContinuations})
+	return nil
+}

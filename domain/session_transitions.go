@@ -59,6 +59,8 @@ const (
 	OpFailSubAgent               Operation = "FailSubAgent"
 	OpRecordAPITaskCreated       Operation = "RecordApiTaskCreated"
 	OpRecordAutoContinuation     Operation = "RecordAutoContinuation"
+	OpFailHandoff                Operation = "FailHandoff"
+	OpStopAutoContinuation       Operation = "StopAutoContinuation"
 )
 
 // Case distinguishes the moves one operation can make from one status,
@@ -204,7 +206,9 @@ func init() {
 	move(OpClose, one(StatusIdle), StatusCompleted, CaseNone)
 	move(OpRecordFailure, failableStatuses, StatusFailed, CaseNone)
 	move(OpRetry, one(StatusFailed), StatusQueued, CaseNone)
+	move(OpFailHandoff, one(StatusContextExhausted), StatusFailed, CaseNone)
 	stay(OpRecordAutoContinuation, one(StatusIdle), CaseNone)
+	stay(OpStopAutoContinuation, one(StatusIdle), CaseNone)
 
 	// Metrics and budget: spend is a fact and is recorded in every status;
 	// reaching the cap pauses a running session.

@@ -68,16 +68,25 @@ func invocations() []invocation {
 			return s.RecordLogChunk(domain.SessionLogChunk{SequenceNumber: 1, Content: "compiling", RecordedAt: now})
 		}},
 		{domain.OpRequestInterrupt, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RequestInterrupt(now) }},
-		{domain.OpConfirmInterrupted, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmInterrupted(now) }},
+		{domain.OpConfirmInterrupted, domain.CaseNone, awaiting(domain.SidecarInterrupt), func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.ConfirmInterrupted(ackID, now)
+		}},
 		{domain.OpRequestPause, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RequestPause(now) }},
-		{domain.OpConfirmPaused, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmPaused(now) }},
+		{domain.OpConfirmPaused, domain.CaseNone, awaiting(domain.SidecarPause), func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.ConfirmPaused(ackID, now)
+		}},
 		{domain.OpRequestResume, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RequestResume(now) }},
-		{domain.OpConfirmResumed, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmResumed(now) }},
+		{domain.OpConfirmResumed, domain.CaseNone, awaiting(domain.SidecarResume), func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.ConfirmResumed(ackID, now)
+		}},
 		{domain.OpConfirmResumed, domain.CaseHardCapSpent, func(s *domain.AgentSessionSnapshot) {
+			awaiting(domain.SidecarResume)(s)
 			s.Budget.EstimatedCostUsd, s.Budget.ExhaustionRaised, s.Budget.WarningRaised = s.Budget.HardCapUsd, true, true
-		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmResumed(now) }},
+		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmResumed(ackID, now) }},
 		{domain.OpRequestCancel, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RequestCancel(now) }},
-		{domain.OpConfirmCancelled, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmCancelled(now) }},
+		{domain.OpConfirmCancelled, domain.CaseNone, awaiting(domain.SidecarStop), func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.ConfirmCancelled(ackID, now)
+		}},
 		{domain.OpRecordContextExhausted, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RecordContextExhausted(now) }},
 		{domain.OpRecordVoluntaryHandoff, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.RecordVoluntaryHandoff("context polluted", "did A", "do B", now)
@@ -142,8 +151,8 @@ func invocations() []invocation {
 		{domain.OpDisableSkill, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.EnabledSkillIDs = []uuid.UUID{enabledID} },
 			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.DisableSkill(enabledID, now) }},
 		{domain.OpRequestReload, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RequestReload(now) }},
-		{domain.OpConfirmReloaded, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.ReloadPending = true },
-			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmReloaded(now) }},
+		{domain.OpConfirmReloaded, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.ReloadPending = true; awaiting(domain.SidecarReload)(s) },
+			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ConfirmReloaded(ackID, now) }},
 		{domain.OpApproveOutput, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.HasPendingReview = true },
 			func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.ApproveOutput(now) }},
 		{domain.OpRejectOutput, domain.CaseNone, func(s *domain.AgentSessionSnapshot) { s.HasPendingReview = true },
@@ -157,6 +166,12 @@ func invocations() []invocation {
 		{domain.OpRetry, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
 			return s.Retry("try smaller steps", now)
 		}},
+		{domain.OpFailHandoff, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
+			return s.FailHandoff("the chain is full", now)
+		}},
+		{domain.OpStopAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
+			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 2, CurrentContinuationCount: 2, IsEnabled: true}
+		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.StopAutoContinuation(now) }},
 		{domain.OpRecordAutoContinuation, domain.CaseNone, func(s *domain.AgentSessionSnapshot) {
 			s.AutoContinue = &domain.AutoContinueConfig{MaxContinuations: 5, IsEnabled: true}
 		}, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.RecordAutoContinuation(now) }},

@@ -85,7 +85,13 @@ func TestSkillsOnSession(t *testing.T) {
 	snap := snapshotIn(t, domain.StatusIdle)
 	s := load(t, snap)
 	skill := mustSkill(t, uuid.New(), "go", "Use gofmt.")
+	require.ErrorIs(t, s.ConfirmReloaded(uuid.New(), t0), domain.ErrNoReloadPending)
 	require.NoError(t, s.EnableSkill(skill, t0))
+	assert.True(t, s.ReloadPending(), "enabling a skill asks the sidecar to reload")
+	events := s.PopEvents()
+	require.Len(t, events, 2)
+	reload := events[1].(domain.SessionReloadRequestedEvent)
+	assert.Equal(t, awaited(t, s, domain.SidecarReload), reload.CommandID, "the event names the command whose ack is awaited")
 	require.ErrorIs(t, s.EnableSkill(skill, t0), domain.ErrSkillAlreadyEnabled)
 
 	inactive := mustSkill(t, uuid.New(), "old", "")
@@ -96,11 +102,11 @@ func TestSkillsOnSession(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, s.EnableSkill(other, t0), domain.ErrNotFound, "another owner's skill does not exist for this owner")
 
-	require.ErrorIs(t, s.ConfirmReloaded(t0), domain.ErrNoReloadPending)
 	require.NoError(t, s.RequestReload(t0))
 	assert.True(t, s.ReloadPending())
+	require.ErrorIs(t, s.ConfirmReloaded(reload.CommandID, t0), domain.ErrUnexpectedAck, "asking again supersedes the first reload")
 	require.NoError(t, s.BeginTurn(t0))
-	require.NoError(t, s.ConfirmReloaded(t0), "the ack may arrive after the next turn began")
+	require.NoError(t, s.ConfirmReloaded(awaited(t, s, domain.SidecarReload), t0), "the ack may arrive after the next turn began")
 	assert.False(t, s.ReloadPending())
 
 	require.ErrorIs(t, s.DisableSkill(skill.ID(), t0), domain.ErrInvalidTransition, "skills change only between turns")

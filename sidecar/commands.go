@@ -224,12 +224,15 @@ func (r *runner) onReload(e protocol.Entry) error {
 		return errors.New("config is required")
 	}
 	cfg := *d.Config
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cfg.Engine == "" {
+		cfg.Engine = r.cfg.Engine // a config may leave the engine to the sidecar
+	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	switch {
 	case cfg.SessionID != "" && cfg.SessionID != r.id:
 		return fmt.Errorf("config is for session %q", cfg.SessionID)

@@ -286,3 +286,24 @@ func TestASuspendedSidecarDoesNotWaitForAGoneRedis(t *testing.T) {
 		t.Fatal("the suspended sidecar kept waiting for its Redis")
 	}
 }
+
+func TestConfigScenarioReportsTheComposedConfig(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "config")
+	cfg.SystemPrompt = "Template prompt.\n\nSkill instructions."
+	cfg.AllowedTools = []string{"Read", "lookup_order"}
+	cfg.MCPTools = []protocol.MCPTool{{Name: "lookup_order", ServerURI: "http://tools.example/mcp"}}
+	cfg.Subagents = []protocol.Subagent{{Name: "reviewer", Instructions: "Review."}}
+	h := start(t, cfg)
+	h.waitEnd()
+	var texts []string
+	for _, e := range h.ofType(protocol.EventAssistantMessage) {
+		texts = append(texts, decode[protocol.AssistantMessage](t, e).Text)
+	}
+	assert.Equal(t, []string{
+		"System prompt: Template prompt.\n\nSkill instructions.",
+		"Allowed tools: Read, lookup_order",
+		"MCP tools: lookup_order@http://tools.example/mcp",
+		"Subagents: reviewer",
+	}, texts)
+}

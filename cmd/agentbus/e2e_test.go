@@ -101,6 +101,38 @@ func TestE2E(t *testing.T) {
 		s.waitEvent(t, domain.AggregateQueue, id, "message_delivered")
 	})
 
+	t.Run("SkillsReachTheSidecarAndAReloadAddsOne", func(t *testing.T) {
+		owner := s.owner()
+		skill := func(name, instructions string) uuid.UUID {
+			id := uuid.New()
+			s.do(t, owner, domain.AggregateSkill, agentcmd.CreateSkill, id, agentcmd.CreateSkillData{
+				Name: name, Description: name, Instructions: instructions})
+			return id
+		}
+		tests, haiku := skill("Tests first", "Write the test first."), skill("Haiku", "Answer in haiku.")
+		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{SkillIDs: []uuid.UUID{tests}})
+		cfg := sc.waitStarted(t)
+		assert.Equal(t, "Write the test first.", cfg.SystemPrompt, "the runtime starts the sidecar with the composed config")
+
+		sc.turnCompleted(t, false)
+		s.waitStatus(t, id, domain.StatusIdle)
+		s.do(t, owner, domain.AggregateSession, agentcmd.EnableSkill, id, agentcmd.SkillData{SkillID: haiku})
+		reload := sc.waitCommand(t, protocol.CommandReloadConfig, 1)
+		var data protocol.ReloadConfig
+		require.NoError(t, json.Unmarshal(reload[0].Data, &data))
+		require.NotNil(t, data.Config)
+		assert.Equal(t, "Write the test first.\n\nAnswer in haiku.", data.Config.SystemPrompt)
+
+		// An ack of a command never sent changes nothing; the awaited one confirms.
+		sc.send(t, protocol.EventReloadConfigAck, map[string]any{"command_id": uuid.NewString()})
+		sc.ack(t, reload[0], protocol.EventReloadConfigAck)
+		s.waitEvent(t, domain.AggregateSession, id, "session_reloaded")
+		assert.False(t, s.session(t, id).ReloadPending())
+		assert.Equal(t, 1, count(s.events(t, domain.AggregateSession, id), "session_reloaded"))
+		assert.Contains(t, s.activity(t, id), [2]string{protocol.EventReloadConfigAck, string(domain.ActivityUnknownEvent)},
+			"the stray ack is recorded as unexpected")
+	})
+
 	t.Run("CancelWhileRunning", func(t *testing.T) {
 		owner := s.owner()
 		id, sc := s.runningSession(t, owner, agentcmd.StartSessionData{})
@@ -562,4 +594,15 @@ func runKillFlow(t *testing.T, s *system, k *killable) flowResult {
 	slices.Sort(evs) // the pause may overtake the usage report while a worker is down
 	return flowResult{Status: got.Status(), PendingReview: got.HasPendingReview(), Cost: got.Metrics().TotalCostUsd,
 		Events: evs, Activity: s.activity(t, id), Commands: types(cmds), CommandsUnique: len(ids) == len(cmds)}
+}
+
+// count returns how many of got are want.
+func count(got []string, want string) int {
+	n := 0
+	for _, g := range got {
+		if g == want {
+			n++
+		}
+	}
+	return n
 }

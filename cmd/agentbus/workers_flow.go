@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	agentcmd "github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/acl"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/projections"
@@ -37,10 +40,10 @@ func init() {
 	}
 	workers["sidecar-dispatch"] = worker{
 		summary: "send lifecycle requests, answers and decisions to the sessions' sidecars",
-		needs:   needNATS,
-		conns:   func() int { return 0 },
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
 		run: func(ctx context.Context, in *infra) error {
-			return reactions.SidecarDispatch{JS: in.JS}.Run(ctx)
+			return reactions.SidecarDispatch{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["pool"] = worker{
@@ -64,7 +67,11 @@ func init() {
 		needs:   needPostgres | needNATS,
 		conns:   func() int { return 2 },
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
-			return reactions.Handoff{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
+			limit, err := maxChainSessions()
+			if err != nil {
+				return err
+			}
+			return reactions.Handoff{JS: in.JS, DB: in.Pool, Client: client, MaxChainSessions: limit}.Run(ctx)
 		}),
 	}
 	workers["consolidate"] = worker{
@@ -200,3 +207,17 @@ var (
 	clientsMu sync.Mutex
 	clients   = map[*infra]*agentcmd.Client{}
 )
+
+// maxChainSessions reads AGENTBUS_MAX_CHAIN_SESSIONS, how many sessions a
+// chain may hold (default domain.DefaultMaxChainSessions).
+func maxChainSessions() (int, error) {
+	v := os.Getenv("AGENTBUS_MAX_CHAIN_SESSIONS")
+	if v == "" {
+		return domain.DefaultMaxChainSessions, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("AGENTBUS_MAX_CHAIN_SESSIONS=%q: want a positive number", v)
+	}
+	return n, nil
+}

@@ -101,18 +101,31 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	}
 	tr.activity.SessionID = sessionID
 	tr.activity.Timestamp = at
+	msgID := m.Headers().Get(jetstream.MsgIDHeader)
+	if msgID == "" {
+		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
+	}
+	if tr.ack && terr == nil {
+		// An ack's item says what it did, so it is recorded after its
+		// command: the session confirms only the command it awaits. A
+		// redelivered ack gets the first result of its command again.
+		refused, err := w.dispatch(ctx, sessionID, msgID, 0, tr.commands[0])
+		if err != nil {
+			return err
+		}
+		if refused != nil {
+			tr.activity = unexpectedAck(ev, refused, tr.activity)
+		}
+		return recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity)
+	}
 	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity); err != nil {
 		return err
 	}
 	if terr != nil {
 		return bus.Permanent(terr)
 	}
-	msgID := m.Headers().Get(jetstream.MsgIDHeader)
-	if msgID == "" {
-		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
-	}
 	for i, out := range tr.commands {
-		if err := w.dispatch(ctx, sessionID, msgID, i, out); err != nil {
+		if _, err := w.dispatch(ctx, sessionID, msgID, i, out); err != nil {
 			return err
 		}
 	}
@@ -120,24 +133,27 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 }
 
 // dispatch sends one command and waits for its result. A refusal is
-// final: the raw event stays recorded and the refusal is logged, since the
-// session had already moved on (a late acknowledgement, say).
-func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string, i int, out outgoing) error {
+// final and returned: the raw event stays recorded and the refusal is
+// logged, since the session had already moved on (a late acknowledgement,
+// say).
+func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string, i int, out outgoing) (*command.Error, error) {
 	cmd, err := command.New(out.aggregate, out.name, sessionID, "", out.data)
 	if err != nil {
-		return bus.Permanent(err)
+		return nil, bus.Permanent(err)
 	}
 	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(fmt.Sprintf("%s/%d", msgID, i)))
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	r, err := w.client.Do(ctx, cmd)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if e, ok := command.AsError(r.Err()); ok {
-		w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
+	e, ok := command.AsError(r.Err())
+	if !ok {
+		return nil, nil
 	}
-	return nil
+	w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
+	return e, nil
 }
 
 var errUnknownType = errors.New("unknown raw event type")

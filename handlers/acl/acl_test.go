@@ -124,75 +124,70 @@ func (s *stack) activity(t *testing.T, id uuid.UUID) []string {
 	return out
 }
 
-func TestAcksConfirmTwoPhaseTransitions(t *testing.T) {
-	s := start(t)
-	id := s.runningSession(t)
-	s.do(t, command.PauseSession, id, s.owner.String(), nil)
-	s.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusPaused }, "pause_ack -> Paused")
-
-	s.do(t, command.ResumeSession, id, s.owner.String(), nil)
-	s.raw(t, id, "resume_ack", map[string]any{"command_id": uuid.NewString()})
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusRunning }, "resume_ack -> Running")
-
-	s.do(t, command.CancelSession, id, s.owner.String(), nil)
-	s.raw(t, id, "stop_ack", map[string]any{"command_id": uuid.NewString(), "forced": false})
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusCancelled }, "stop_ack -> Cancelled")
-	assert.Equal(t, []string{"StatusChange:pause_ack", "StatusChange:resume_ack", "StatusChange:stop_ack"}, s.activity(t, id))
-}
-
-func TestToolUseDrivesQuestionTasksAndPlan(t *testing.T) {
-	s := start(t)
-	id := s.runningSession(t)
-	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "tool_use", "tool_use_id": "t1",
-		"tool_name": "TodoWrite", "input": map[string]any{"todos": []map[string]any{
-			{"content": "Read the logs", "status": "completed"}, {"content": "Fix the rotation", "status": "in_progress"}}}})
-	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m2", "block_type": "tool_use", "tool_use_id": "t2",
-		"tool_name": "TodoWrite", "input": map[string]any{"todos": []map[string]any{{"content": "Only this", "status": "pending"}}}})
-	s.eventually(t, id, func(x *domain.AgentSession) bool {
-		tl := x.TaskList()
-		return tl != nil && len(tl.Tasks) == 1 && tl.Tasks[0].Subject == "Only this"
-	}, "TodoWrite replaces the task list, never accumulates")
-
-	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m3", "block_type": "tool_use", "tool_use_id": "t3",
-		"tool_name": "AskUserQuestion", "input": map[string]any{"questions": []map[string]any{
-			{"question": "Keep old logs?", "options": []map[string]any{{"label": "Yes"}, {"label": "No"}}}}}})
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusWaitingForInput }, "AskUserQuestion -> WaitingForInput")
-	q := s.session(t, id).PendingQuestion()
-	require.NotNil(t, q)
-	assert.Equal(t, "Keep old logs?", q.Content)
-	assert.Equal(t, []string{"Yes", "No"}, q.Options)
-
-	s.do(t, command.AnswerQuestion, id, s.owner.String(), command.AnswerData{Answer: "No"})
-	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m4", "block_type": "tool_use", "tool_use_id": "t4",
-		"tool_name": "ExitPlanMode", "input": map[string]any{"plan": "1. rotate daily\n2. keep 7"}})
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusWaitingForApproval }, "ExitPlanMode -> WaitingForApproval")
-	assert.Equal(t, "1. rotate daily\n2. keep 7", s.session(t, id).Plan().Content)
-}
-
-func TestUsageUpdatesSumCostAndReplaceTheContextWindow(t *testing.T) {
-	s := start(t)
-	id := s.runningSession(t)
-	for _, used := range []int64{50000, 80000} {
-		s.raw(t, id, "usage_update", map[string]any{"model": "claude-sonnet-4-5", "cost_usd": 0.25, "input_tokens": 1000,
-			"output_tokens": 100, "context_window_used_tokens": used, "context_window_max_tokens": 200000, "is_subagent": false})
+// awaited returns the id of the sidecar command of kind cmd that session
+// id awaits an ack for, as the sidecar would echo it.
+func (s *stack) awaited(t *testing.T, id uuid.UUID, cmd domain.SidecarCommand) string {
+	t.Helper()
+	for _, a := range s.session(t, id).AwaitedAcks() {
+		if a.Command == cmd {
+			return a.CommandID.String()
+		}
 	}
-	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Metrics().TotalCostUsd == domain.Dollars(1)/2 },
-		"cost is summed over reports")
-	m := s.session(t, id).Metrics()
-	assert.EqualValues(t, 80000, m.ContextWindow.InputTokens, "the snapshot is replaced, not summed")
+	t.Fatalf("session %s awaits no %s ack", id, cmd)
+	return ""
 }
 
-func TestSessionEndMapsToOutputOrFailure(t *testing.T) {
-	s := start(t)
-	ok := s.runningSession(t)
-	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.01, "duration_ms": 900, "num_turns": 1, "final": false})
-	s.eventually(t, ok, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusIdle }, "a turn ends")
-	s.raw(t, ok, "assistant_message", map[string]any{"message_id": "m9", "block_type": "text", "text": "One more thing."})
-	s.raw(t, ok, "turn_completed", map[string]any{"cost_usd": 0.01, "total_cost_usd": 0.02, "duration_ms": 500, "num_turns": 2, "final": true})
-	s.raw(t, ok, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
-	s.eventually(t, ok, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusIdle && x.HasPendingReview() }, "clean end -> Idle with review")
+// strayThenAck sends an ack of an unknown command, which must change
+// nothing, then the ack of the awaited command, which must reach want.
+func (s *stack) strayThenAck(t *testing.T, id uuid.UUID, ack string, cmd domain.SidecarCommand, want func(*domain.AgentSession) bool) {
+	t.Helper()
+	before := s.session(t, id).Snapshot()
+	n := len(s.activity(t, id))
+	s.raw(t, id, ack, map[string]any{"command_id": uuid.NewString()})
+	require.Eventually(t, func() bool { return len(s.activity(t, id)) == n+1 }, 30*time.Second, 20*time.Millisecond, "the stray %s is recorded", ack)
+	assert.Equal(t, "UnknownEvent:"+ack, s.activity(t, id)[n], "a stray %s is recorded as unexpected", ack)
+	assert.Equal(t, before, s.session(t, id).Snapshot(), "a stray %s changes nothing", ack)
 
+	s.raw(t, id, ack, map[string]any{"command_id": s.awaited(t, id, cmd)})
+	s.eventually(t, id, want, ack+" of the awaited command")
+	require.Eventually(t, func() bool { return len(s.activity(t, id)) == n+2 }, 30*time.Second, 20*time.Millisecond, "the %s is recorded", ack)
+	assert.Equal(t, "StatusChange:"+ack, s.activity(t, id)[n+1])
+}
+
+func status(want domain.SessionStatus) func(*domain.AgentSession) bool {
+	return func(x *domain.AgentSession) bool { return x.Status() == want }
+}
+
+func TestAcksConfirmOnlyTheAwaitedCommand(t *testing.T) {
+	s := start(t)
+	id := s.runningSession(t)
+	owner := s.owner.String()
+	s.do(t, command.PauseSession, id, owner, nil)
+	s.strayThenAck(t, id, "pause_ack", domain.SidecarPause, status(domain.StatusPaused))
+	s.do(t, command.ResumeSession, id, owner, nil)
+	s.strayThenAck(t, id, "resume_ack", domain.SidecarResume, status(domain.StatusRunning))
+	s.do(t, command.InterruptSession, id, owner, nil)
+	s.strayThenAck(t, id, "interrupt_ack", domain.SidecarInterrupt, status(domain.StatusInterrupted))
+	s.do(t, command.ReloadSession, id, owner, nil)
+	s.strayThenAck(t, id, "reload_config_ack", domain.SidecarReload, func(x *domain.AgentSession) bool { return !x.ReloadPending() })
+	s.do(t, command.BeginTurn, id, "", nil)
+	s.do(t, command.CancelSession, id, owner, nil)
+	s.strayThenAck(t, id, "stop_ack", domain.SidecarStop, status(domain.StatusCancelled))
+
+	// A pause_ack for no pause at all, while the session waits for an
+	// answer, neither pauses it nor claims it did.
+	waiting := s.runningSession(t)
+	s.raw(t, waiting, "assistant_message", map[string]any{"message_id": "m1", "block_type": "tool_use", "tool_use_id": "t1",
+		"tool_name": "AskUserQuestion", "input": map[string]any{"question": "Which branch?"}})
+	s.eventually(t, waiting, status(domain.StatusWaitingForInput), "the question")
+	s.raw(t, waiting, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	require.Eventually(t, func() bool { return len(s.activity(t, waiting)) == 2 }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, []string{"UserQuestion:assistant_message", "UnknownEvent:pause_ack"}, s.activity(t, waiting))
+	assert.Equal(t, domain.StatusWaitingForInput, s.session(t, waiting).Status())
+}
+
+func TestAnErrorEndFailsTheSession(t *testing.T) {
+	s := start(t)
 	failed := s.runningSession(t)
 	s.raw(t, failed, "session_end", map[string]any{"status": "error", "reason": "crashed", "failure_reason": "InfrastructureError", "exit_code": -1, "error": "sidecar killed"})
 	s.eventually(t, failed, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusFailed }, "error end -> Failed")
@@ -210,7 +205,7 @@ func TestMalformedRawEventIsRecordedAndDeadLetteredAndTheSessionGoesOn(t *testin
 	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "tool_use", "tool_use_id": "t1",
 		"tool_name": "AskUserQuestion", "input": "not an object"})
 	s.do(t, command.PauseSession, id, s.owner.String(), nil)
-	s.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	s.raw(t, id, "pause_ack", map[string]any{"command_id": s.awaited(t, id, domain.SidecarPause)})
 	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusPaused }, "the session goes on")
 
 	require.Eventually(t, func() bool {

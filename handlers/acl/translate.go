@@ -33,6 +33,9 @@ type translation struct {
 	// toolUseID links a tool call's start and end items; the end takes
 	// the tool's name from the start.
 	toolUseID string
+	// ack marks a sidecar ack: its one command confirms the awaited
+	// command, and its item depends on whether it did.
+	ack bool
 }
 
 func item(typ domain.ActivityItemType, summary, detail string) domain.ActivityItem {
@@ -186,9 +189,25 @@ func handoff(summary, remainingWork, keyDecisions string) outgoing {
 		data: command.InitiateHandoffData{Summary: summary, RemainingWork: remainingWork, KeyDecisions: keyDecisions}}
 }
 
+// ack confirms the command whose id the ack echoes. An ack without a
+// readable command id still goes to the session, which refuses it as a
+// stray like any other.
 func ack(ev relay.Event, summary, name string) (translation, error) {
-	return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data)),
-		commands: []outgoing{sessionCmd(name, nil)}}, nil
+	var d struct {
+		CommandID string `json:"command_id"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	id, _ := uuid.Parse(d.CommandID)
+	return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data)), ack: true,
+		commands: []outgoing{sessionCmd(name, command.AckData{CommandID: id})}}, nil
+}
+
+// unexpectedAck is the item of an ack the session refused: it changed
+// nothing, and says so instead of what a confirmed ack would have done.
+func unexpectedAck(ev relay.Event, refused *command.Error, confirmed domain.ActivityItem) domain.ActivityItem {
+	a := item(domain.ActivityUnknownEvent, "Unexpected "+ev.Type+" ignored: "+refused.Message, string(ev.Data))
+	a.SessionID, a.Timestamp = confirmed.SessionID, confirmed.Timestamp
+	return a
 }
 
 // assistantMessage maps text to the activity stream and the special tools

@@ -252,21 +252,25 @@ func durablePostgres(b testing.TB) string {
 
 // sessionCycle is the commands that take a running session round to
 // running again, and whether each is internal (sent without an owner).
+// An ack step echoes the id of the command the session awaits.
 var sessionCycle = []struct {
 	name     string
 	internal bool
+	ack      domain.SidecarCommand
 }{
-	{command.PauseSession, false},
-	{command.ConfirmPaused, true},
-	{command.ResumeSession, false},
-	{command.ConfirmResumed, true},
+	{command.PauseSession, false, ""},
+	{command.ConfirmPaused, true, domain.SidecarPause},
+	{command.ResumeSession, false, ""},
+	{command.ConfirmResumed, true, domain.SidecarResume},
 }
 
-// benchSession is one running session and the next step of its cycle.
+// benchSession is one running session, the next step of its cycle and
+// the state the last step left.
 type benchSession struct {
 	id    uuid.UUID
 	owner string
 	step  int
+	last  domain.AgentSessionSnapshot
 }
 
 // benchSessions starts the commands worker and the outbox publisher on
@@ -298,19 +302,23 @@ func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = client.Close() })
 
-	do := func(ctx context.Context, name string, id uuid.UUID, owner string, data any) error {
+	do := func(ctx context.Context, name string, id uuid.UUID, owner string, data any) (domain.AgentSessionSnapshot, error) {
+		var snap domain.AgentSessionSnapshot
 		cmd, err := command.New(domain.AggregateSession, name, id, owner, data)
 		if err != nil {
-			return err
+			return snap, err
 		}
 		r, err := client.Do(ctx, cmd)
 		if err != nil {
-			return err
+			return snap, err
 		}
 		if err := r.Err(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return snap, fmt.Errorf("%s: %w", name, err)
 		}
-		return nil
+		if name != command.StartSession {
+			err = json.Unmarshal(r.State, &snap)
+		}
+		return snap, err
 	}
 
 	// Every sender gets running sessions of its own owner.
@@ -319,9 +327,11 @@ func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 		owner := uuid.NewString()
 		for range benchSessionsPerSender {
 			id := uuid.New()
-			require.NoError(b, do(ctx, command.StartSession, id, owner, command.StartSessionData{
-				WorkingDirectory: "/work/repo", Objective: "Keep the build green", BudgetCapUsd: domain.Dollars(5)}))
-			require.NoError(b, do(ctx, command.AllocateSession, id, "", nil))
+			_, err := do(ctx, command.StartSession, id, owner, command.StartSessionData{
+				WorkingDirectory: "/work/repo", Objective: "Keep the build green", BudgetCapUsd: domain.Dollars(5)})
+			require.NoError(b, err)
+			_, err = do(ctx, command.AllocateSession, id, "", nil)
+			require.NoError(b, err)
 			sessions[s] = append(sessions[s], &benchSession{id: id, owner: owner})
 		}
 	}
@@ -335,6 +345,14 @@ func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 		if step.internal {
 			owner = ""
 		}
-		return do(ctx, step.name, s.id, owner, nil)
+		var data any
+		for _, a := range s.last.AwaitedAcks {
+			if step.ack != "" && a.Command == step.ack {
+				data = command.AckData{CommandID: a.CommandID}
+			}
+		}
+		last, err := do(ctx, step.name, s.id, owner, data)
+		s.last = last
+		return err
 	}
 }

@@ -97,16 +97,12 @@ func registerSession(d *Dispatcher, now Clock) {
 		command.CloseSession:           (*domain.AgentSession).Close,
 		command.ApprovePlan:            (*domain.AgentSession).RecordPlanApproved,
 		command.ReloadSession:          (*domain.AgentSession).RequestReload,
-		command.ConfirmInterrupted:     (*domain.AgentSession).ConfirmInterrupted,
-		command.ConfirmPaused:          (*domain.AgentSession).ConfirmPaused,
-		command.ConfirmResumed:         (*domain.AgentSession).ConfirmResumed,
-		command.ConfirmCancelled:       (*domain.AgentSession).ConfirmCancelled,
-		command.ConfirmReloaded:        (*domain.AgentSession).ConfirmReloaded,
 		command.BeginTurn:              (*domain.AgentSession).BeginTurn,
 		command.RecordTurnCompleted:    (*domain.AgentSession).RecordTurnCompleted,
 		command.RecordContextExhausted: (*domain.AgentSession).RecordContextExhausted,
 		command.ExpireTimeouts:         (*domain.AgentSession).ExpireTimeouts,
 		command.RecordAutoContinuation: (*domain.AgentSession).RecordAutoContinuation,
+		command.StopAutoContinuation:   (*domain.AgentSession).StopAutoContinuation,
 	}
 	for name, op := range simple {
 		d.Register(domain.AggregateSession, name, onSession(now, func(s *domain.AgentSession, _ none, at time.Time) error {
@@ -114,6 +110,18 @@ func registerSession(d *Dispatcher, now Clock) {
 		}))
 	}
 	reg := func(name string, h Handler) { d.Register(domain.AggregateSession, name, h) }
+	acks := map[string]func(*domain.AgentSession, uuid.UUID, time.Time) error{
+		command.ConfirmInterrupted: (*domain.AgentSession).ConfirmInterrupted,
+		command.ConfirmPaused:      (*domain.AgentSession).ConfirmPaused,
+		command.ConfirmResumed:     (*domain.AgentSession).ConfirmResumed,
+		command.ConfirmCancelled:   (*domain.AgentSession).ConfirmCancelled,
+		command.ConfirmReloaded:    (*domain.AgentSession).ConfirmReloaded,
+	}
+	for name, op := range acks {
+		reg(name, onSession(now, func(s *domain.AgentSession, in command.AckData, at time.Time) error {
+			return op(s, in.CommandID, at)
+		}))
+	}
 	reg(command.StartSession, startSession(now))
 	reg(command.RejectOutput, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
 		return s.RejectOutput(in.Reason, at)
@@ -162,6 +170,9 @@ func registerSession(d *Dispatcher, now Clock) {
 	}))
 	reg(command.RecordFailure, onSession(now, func(s *domain.AgentSession, in command.FailureData, at time.Time) error {
 		return s.RecordFailure(in.Reason, in.Message, at)
+	}))
+	reg(command.FailHandoff, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
+		return s.FailHandoff(in.Reason, at)
 	}))
 	reg(command.UpdateMetrics, onSession(now, func(s *domain.AgentSession, in command.MetricsData, at time.Time) error {
 		return s.UpdateMetrics(domain.MetricsUpdate{SubAgentID: in.SubAgentID, ModelID: in.ModelID,

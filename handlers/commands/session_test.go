@@ -81,6 +81,19 @@ func (h sessionHarness) internal(t *testing.T, name string, id uuid.UUID, data a
 	return snap
 }
 
+// ackOf is the ack of the command of kind cmd the session awaits, as the
+// ACL sends it.
+func ackOf(t *testing.T, snap domain.AgentSessionSnapshot, cmd domain.SidecarCommand) command.AckData {
+	t.Helper()
+	for _, a := range snap.AwaitedAcks {
+		if a.Command == cmd {
+			return command.AckData{CommandID: a.CommandID}
+		}
+	}
+	t.Fatalf("session %s awaits no %s ack", snap.ID, cmd)
+	return command.AckData{}
+}
+
 func (h sessionHarness) refused(t *testing.T, name string, id uuid.UUID, data any) *command.Error {
 	t.Helper()
 	r := h.send(t, domain.AggregateSession, name, id, h.owner.String(), data)
@@ -184,11 +197,11 @@ func TestLifecycleCommandsThroughThePipeline(t *testing.T) {
 		want     domain.SessionStatus
 	}{
 		{command.PauseSession, false, nil, domain.StatusPausing},
-		{command.ConfirmPaused, true, nil, domain.StatusPaused},
+		{command.ConfirmPaused, true, domain.SidecarPause, domain.StatusPaused},
 		{command.ResumeSession, false, nil, domain.StatusResuming},
-		{command.ConfirmResumed, true, nil, domain.StatusRunning},
+		{command.ConfirmResumed, true, domain.SidecarResume, domain.StatusRunning},
 		{command.InterruptSession, false, nil, domain.StatusInterrupting},
-		{command.ConfirmInterrupted, true, nil, domain.StatusInterrupted},
+		{command.ConfirmInterrupted, true, domain.SidecarInterrupt, domain.StatusInterrupted},
 		{command.BeginTurn, true, nil, domain.StatusRunning},
 		{command.RecordQuestionAsked, true, command.QuestionData{Content: "Which database?", Options: []string{"Postgres", "SQLite"}}, domain.StatusWaitingForInput},
 		{command.AnswerQuestion, false, command.AnswerData{Answer: "Postgres"}, domain.StatusRunning},
@@ -200,12 +213,16 @@ func TestLifecycleCommandsThroughThePipeline(t *testing.T) {
 		{command.ApproveOutput, false, nil, domain.StatusCompleted},
 	}
 	id := h.newSession(t, true)
+	var snap domain.AgentSessionSnapshot
 	for _, s := range steps {
-		var snap domain.AgentSessionSnapshot
+		data := s.data
+		if cmd, ok := data.(domain.SidecarCommand); ok {
+			data = ackOf(t, snap, cmd)
+		}
 		if s.internal {
-			snap = h.internal(t, s.name, id, s.data)
+			snap = h.internal(t, s.name, id, data)
 		} else {
-			snap = h.session(t, s.name, id, s.data)
+			snap = h.session(t, s.name, id, data)
 		}
 		assert.Equal(t, s.want, snap.Status, "after %s", s.name)
 	}
@@ -248,8 +265,9 @@ func TestCancelQueuedIsImmediateAndRunningIsTwoPhase(t *testing.T) {
 	assert.Equal(t, domain.StatusCancelled, h.session(t, command.CancelSession, queued, nil).Status)
 
 	running := h.newSession(t, true)
-	assert.Equal(t, domain.StatusCancelling, h.session(t, command.CancelSession, running, nil).Status)
-	assert.Equal(t, domain.StatusCancelled, h.internal(t, command.ConfirmCancelled, running, nil).Status)
+	cancelling := h.session(t, command.CancelSession, running, nil)
+	assert.Equal(t, domain.StatusCancelling, cancelling.Status)
+	assert.Equal(t, domain.StatusCancelled, h.internal(t, command.ConfirmCancelled, running, ackOf(t, cancelling, domain.SidecarStop)).Status)
 	released := h.internal(t, command.ReleaseSession, running, nil)
 	assert.Equal(t, domain.StatusCancelled, released.Status)
 	assert.Contains(t, h.outboxTypes(t, running), "session_released")
@@ -356,7 +374,7 @@ func TestBudgetExhaustionRequestsPauseAndRaiseAllowsResume(t *testing.T) {
 		Tokens:        domain.TokenUsage{InputTokens: 1000, OutputTokens: 200},
 		ContextWindow: domain.ContextWindowSnapshot{InputTokens: 1000, ModelContextLimit: 200000, RecordedAt: time.Now()}})
 	assert.Equal(t, domain.StatusPausing, snap.Status)
-	assert.Equal(t, domain.StatusPaused, h.internal(t, command.ConfirmPaused, id, nil).Status)
+	assert.Equal(t, domain.StatusPaused, h.internal(t, command.ConfirmPaused, id, ackOf(t, snap, domain.SidecarPause)).Status)
 	e := h.refused(t, command.ResumeSession, id, nil)
 	assert.Equal(t, command.KindConflict, e.Kind)
 	h.session(t, command.RaiseBudget, id, command.BudgetData{HardCapUsd: domain.Dollars(10)})
@@ -408,8 +426,8 @@ func TestMessageQueueCommands(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, command.KindNotFound, e.Kind)
 
-	h.session(t, command.CancelSession, id, nil)
-	h.internal(t, command.ConfirmCancelled, id, nil)
+	cancelling := h.session(t, command.CancelSession, id, nil)
+	h.internal(t, command.ConfirmCancelled, id, ackOf(t, cancelling, domain.SidecarStop))
 	e, ok = command.AsError(enqueue("too late", domain.PriorityQueued).Err())
 	require.True(t, ok)
 	assert.Equal(t, command.KindConflict, e.Kind, "a terminal session takes no messages")

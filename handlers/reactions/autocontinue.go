@@ -173,16 +173,21 @@ func (a AutoContinue) HandleResult(ctx context.Context, m jetstream.Msg) error {
 	return err
 }
 
-// stop notifies the owner that the loop reached MaxContinuations. A
+// stop ends the loop that reached MaxContinuations, which leaves the
+// session Idle without pending review, and notifies the owner. A
 // continuation refused for another reason (the session left Idle, or
 // auto-continue was turned off) needs nobody.
 func (a AutoContinue) stop(ctx context.Context, id uuid.UUID, cause, reason string) error {
+	r, err := a.do(ctx, cause, domain.AggregateSession, command.StopAutoContinuation, id, nil)
+	if err != nil || r.Err() != nil {
+		return err
+	}
 	s, err := postgres.Sessions{}.Get(ctx, a.DB, id)
 	if err != nil {
 		return notFoundIsFinal(err)
 	}
 	ac := s.AutoContinue()
-	if ac == nil || !ac.IsEnabled || ac.CurrentContinuationCount < ac.MaxContinuations {
+	if ac == nil {
 		return nil
 	}
 	env := bus.Envelope{ID: uuid.NewSHA1(commandNamespace, []byte(cause)).String(), AggregateID: id.String(),

@@ -139,6 +139,32 @@ func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.
 	assert.Equal(t, 1, notificationCount(t, f.js, f.owner, reactions.NotifyAutoContinueStopped))
 }
 
+func TestSpentAutoContinueLeavesTheSessionIdleWithoutPendingReview(t *testing.T) {
+	f := startFlow(t, 0)
+	auto := reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}
+	f.also(t, auto.Run)
+	id := f.startAutoContinued(t, t.TempDir(), domain.AutoContinueConfig{IsEnabled: true, MaxContinuations: 1,
+		ValidationCriteria: []domain.ValidationCriterion{{Type: domain.ValidationCustomCommand, CustomCommand: "exit 1"}}})
+	fail := func(n int) {
+		f.validation(t, id, n)
+		f.validated(t, id, fmt.Sprint("validation-", n), protocol.CheckResult{Name: "CustomCommand", Command: "exit 1", ExitCode: 1})
+	}
+	f.endTurn(t, id, 1)
+	fail(1)
+	m := f.steering(t, id, 1)
+	f.raw(t, id, "message_delivered", map[string]any{"message_id": m.MessageID, "priority": m.Priority})
+	f.waitStatus(t, id, domain.StatusRunning)
+
+	// The last turn delivers output for review; validation still fails.
+	f.raw(t, id, "session_end", map[string]any{"status": "success", "reason": "completed", "exit_code": 0})
+	fail(2)
+	waitNotification(t, f.js, f.owner, reactions.NotifyAutoContinueStopped)
+	s := f.session(t, id)
+	assert.Equal(t, domain.StatusIdle, s.Status())
+	assert.False(t, s.HasPendingReview(), "the owner reviews by hand (seed 001 §8.10)")
+	f.waitEvents(t, id, "session_auto_continue_exhausted", 1)
+}
+
 func TestPassingOrDisabledValidationEnqueuesNothing(t *testing.T) {
 	f := startFlow(t, 0)
 	f.also(t, reactions.AutoContinue{JS: f.js, DB: f.pool, Client: f.client}.Run)

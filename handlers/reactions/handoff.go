@@ -46,6 +46,10 @@ type Handoff struct {
 	JS     jetstream.JetStream
 	DB     *pgxpool.Pool
 	Client *command.Client
+	// MaxChainSessions is how many sessions a chain may hold; the handoff
+	// that would exceed it fails its session instead. Default
+	// domain.DefaultMaxChainSessions.
+	MaxChainSessions int
 }
 
 // Run consumes the triggering events until ctx ends.
@@ -112,6 +116,11 @@ func (h Handoff) continueChain(ctx context.Context, env bus.Envelope, chainID, d
 	from, err := postgres.Sessions{}.Get(ctx, h.DB, doc.FromSessionID)
 	if err != nil {
 		return notFoundIsFinal(err)
+	}
+	if err := c.EnsureRoomForSession(h.MaxChainSessions); err != nil {
+		reason := fmt.Sprintf("The work was not continued: its chain already holds %d sessions, the most a chain may hold.", len(c.Sessions()))
+		_, err := h.do(ctx, env.ID, domain.AggregateSession, command.FailHandoff, from.ID(), "", command.ReasonData{Reason: reason})
+		return err
 	}
 	next := uuid.NewSHA1(commandNamespace, []byte("continuation/"+doc.ID.String()))
 	r, err := h.do(ctx, env.ID, domain.AggregateSession, command.StartSession, next, from.OwnerID().String(),

@@ -100,8 +100,7 @@ func TestVoluntaryHandoffFollowsTheSamePath(t *testing.T) {
 
 	// Cancelling the chain stops its live session.
 	f.do(t, domain.AggregateChain, command.CancelChain, c.ID(), nil)
-	f.waitSidecarCommand(t, next.ID(), protocol.CommandStop, 1)
-	f.raw(t, next.ID(), protocol.EventStopAck, map[string]any{"command_id": uuid.NewString(), "forced": false})
+	f.ack(t, next.ID(), protocol.CommandStop, protocol.EventStopAck)
 	f.waitStatus(t, next.ID(), domain.StatusCancelled)
 	assert.Equal(t, domain.StatusContextExhausted, f.status(t, first))
 }
@@ -123,4 +122,34 @@ func (f *flow) republish(t *testing.T, subject string) {
 	msg.Header.Set(jetstream.MsgIDHeader, uuid.NewString())
 	_, err := f.js.PublishMsg(context.Background(), msg)
 	require.NoError(t, err)
+}
+
+// exhaust has the session run out of context and hand its work off.
+func (f *flow) exhaust(t *testing.T, id uuid.UUID, summary string) {
+	t.Helper()
+	f.raw(t, id, protocol.EventContextExhausted, protocol.ContextExhausted{Percent: 100, UsedTokens: 200000, MaxTokens: 200000})
+	f.waitStatus(t, id, domain.StatusContextExhausted)
+	f.raw(t, id, protocol.EventHandoffDocument, protocol.HandoffDocument{Summary: summary, RemainingWork: "The rest.", TokensUsed: 200000})
+}
+
+func TestAFullChainFailsTheHandoffInsteadOfGrowing(t *testing.T) {
+	f := startFlowWithChainLimit(t, 0, 2)
+	first := f.start(t)
+	f.waitStatus(t, first, domain.StatusRunning)
+	f.exhaust(t, first, "Part one done.")
+	c, second := f.waitContinued(t, first)
+	f.waitStatus(t, second.ID(), domain.StatusRunning)
+
+	f.exhaust(t, second.ID(), "Part two done.")
+	f.waitStatus(t, second.ID(), domain.StatusFailed)
+	failure := f.session(t, second.ID()).Failure()
+	require.NotNil(t, failure)
+	assert.Equal(t, domain.FailureBudgetExhausted, failure.Reason)
+	assert.Contains(t, failure.Message, "already holds 2 sessions")
+
+	again, err := postgres.Chains{}.Get(context.Background(), f.pool, c.ID())
+	require.NoError(t, err)
+	assert.Len(t, again.Sessions(), 2, "the chain stops growing")
+	assert.Equal(t, 2, f.chainSessions(t, c.ID()))
+	assert.Equal(t, domain.StatusContextExhausted, f.status(t, first))
 }

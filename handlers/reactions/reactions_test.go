@@ -44,6 +44,13 @@ type flow struct {
 
 func startFlow(t *testing.T, maxSessions int) *flow {
 	t.Helper()
+	return startFlowWithChainLimit(t, maxSessions, 0)
+}
+
+// startFlowWithChainLimit starts the flow with chains of at most
+// maxChainSessions sessions (0: the default).
+func startFlowWithChainLimit(t *testing.T, maxSessions, maxChainSessions int) *flow {
+	t.Helper()
 	pool := testenv.Postgres(t)
 	_, js, nc := bustest.Server(t)
 	sessionPool, err := domain.NewSessionPool(domain.SessionPoolConfig{MaxConcurrentSessions: maxSessions})
@@ -61,10 +68,10 @@ func startFlow(t *testing.T, maxSessions int) *flow {
 		},
 		(&postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond}).Run,
 		func(ctx context.Context) error { return acl.New(pool, client).Run(ctx, js) },
-		reactions.SidecarDispatch{JS: js}.Run,
+		reactions.SidecarDispatch{JS: js, DB: pool}.Run,
 		reactions.Pool{JS: js, Client: client}.Run,
 		reactions.Delivery{JS: js, DB: pool}.Run,
-		reactions.Handoff{JS: js, DB: pool, Client: client}.Run,
+		reactions.Handoff{JS: js, DB: pool, Client: client, MaxChainSessions: maxChainSessions}.Run,
 	}
 	var wg sync.WaitGroup
 	for _, run := range runs {
@@ -112,11 +119,29 @@ func (f *flow) waitStatus(t *testing.T, id uuid.UUID, want domain.SessionStatus)
 // the session's sidecar, in order.
 func (f *flow) sidecarCommands(t *testing.T, id uuid.UUID, typ string) []json.RawMessage {
 	t.Helper()
+	var out []json.RawMessage
+	for _, env := range f.sidecarEnvelopes(t, id, typ) {
+		out = append(out, env.Data)
+	}
+	return out
+}
+
+// ack answers the last command of type typ sent to the session's sidecar
+// with its ack, echoing the command's id as a sidecar does.
+func (f *flow) ack(t *testing.T, id uuid.UUID, typ, ack string) {
+	t.Helper()
+	f.waitSidecarCommand(t, id, typ, 1)
+	envs := f.sidecarEnvelopes(t, id, typ)
+	f.raw(t, id, ack, map[string]any{"command_id": envs[len(envs)-1].ID})
+}
+
+func (f *flow) sidecarEnvelopes(t *testing.T, id uuid.UUID, typ string) []bus.Envelope {
+	t.Helper()
 	stream, err := f.js.Stream(context.Background(), bus.StreamSidecarCommands)
 	require.NoError(t, err)
 	info, err := stream.Info(context.Background())
 	require.NoError(t, err)
-	var out []json.RawMessage
+	var out []bus.Envelope
 	subject := bus.SidecarCommandSubject(id.String(), typ)
 	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
 		m, err := stream.GetMsg(context.Background(), seq)
@@ -125,7 +150,7 @@ func (f *flow) sidecarCommands(t *testing.T, id uuid.UUID, typ string) []json.Ra
 		}
 		env, err := bus.DecodeEnvelope(m.Data)
 		require.NoError(t, err)
-		out = append(out, env.Data)
+		out = append(out, env)
 	}
 	return out
 }
@@ -158,13 +183,11 @@ func TestNewSessionIsAllocatedAndPauseResumeRoundTrips(t *testing.T) {
 	f.waitStatus(t, id, domain.StatusRunning)
 
 	f.do(t, domain.AggregateSession, command.PauseSession, id, nil)
-	f.waitSidecarCommand(t, id, protocol.CommandPause, 1)
-	f.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	f.ack(t, id, protocol.CommandPause, "pause_ack")
 	f.waitStatus(t, id, domain.StatusPaused)
 
 	f.do(t, domain.AggregateSession, command.ResumeSession, id, nil)
-	f.waitSidecarCommand(t, id, protocol.CommandResume, 1)
-	f.raw(t, id, "resume_ack", map[string]any{"command_id": uuid.NewString()})
+	f.ack(t, id, protocol.CommandResume, "resume_ack")
 	f.waitStatus(t, id, domain.StatusRunning)
 }
 
@@ -187,8 +210,7 @@ func TestFullPoolQueuesAndStartsWhenASlotFrees(t *testing.T) {
 	assert.Equal(t, domain.StatusQueued, f.status(t, second))
 
 	f.do(t, domain.AggregateSession, command.CancelSession, first, nil)
-	f.waitSidecarCommand(t, first, protocol.CommandStop, 1)
-	f.raw(t, first, "stop_ack", map[string]any{"command_id": uuid.NewString(), "forced": false})
+	f.ack(t, first, protocol.CommandStop, "stop_ack")
 	f.waitStatus(t, first, domain.StatusCancelled)
 	f.waitStatus(t, second, domain.StatusRunning)
 }

@@ -19,12 +19,12 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/workspace"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/internal/workspace"
 )
 
 // RuntimeConsumer is the durable consumer of the runtime reaction.
@@ -34,12 +34,6 @@ const RuntimeConsumer = "runtime"
 // DefaultReconcileInterval is how often the runtime compares the sidecars
 // it runs with the sessions that need one.
 const DefaultReconcileInterval = 2 * time.Second
-
-// permissionFallback is how much later than the session's own permission
-// timeout a sidecar denies an unanswered tool call by itself: the session
-// decides, and the sidecar's timer only covers a control plane that is
-// gone.
-const permissionFallback = 30 * time.Second
 
 // Runtime is the seed's IAgentRuntime. It keeps exactly one live sidecar
 // for every session that holds a pool slot and is not over, and none for a
@@ -146,7 +140,10 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	if _, running := r.Launcher.PID(id.String()); running {
 		return nil // a redelivered allocation
 	}
-	cfg := sidecarConfig(s, r.Engine)
+	cfg, err := sidecarConfig(ctx, r.DB, s, r.Engine)
+	if err != nil {
+		return err
+	}
 	if resume {
 		engineID, err := r.Redis.Get(ctx, protocol.EngineKey(id.String())).Result()
 		switch {
@@ -215,8 +212,13 @@ func (r Runtime) confirmCancelIfNoSidecar(ctx context.Context, env bus.Envelope,
 	if running || slices.Contains(exited, id.String()) {
 		return nil // its sidecar acknowledges the stop, now or once started again
 	}
+	// It confirms the stop the session awaits, as its ack would have.
+	var e domain.SessionCancelRequestedEvent
+	if err := json.Unmarshal(env.Data, &e); err != nil {
+		return bus.Permanent(err)
+	}
 	_, err = doDerived(ctx, r.Client, "runtime", env.ID+"/"+command.ConfirmCancelled,
-		domain.AggregateSession, command.ConfirmCancelled, id, "", nil)
+		domain.AggregateSession, command.ConfirmCancelled, id, "", command.AckData{CommandID: e.CommandID})
 	return err
 }
 
@@ -304,32 +306,6 @@ func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
 		return "", fmt.Errorf("issue sidecar key of %s: no key in the reply", id)
 	}
 	return out.APIKey, nil
-}
-
-// sidecarConfig composes what the sidecar of s needs to know. The sidecar
-// stays idle between turns, waiting for the session's next message, until
-// its session is over.
-func sidecarConfig(s *domain.AgentSession, engine string) protocol.Config {
-	cfg := protocol.Config{
-		SessionID: s.ID().String(), Engine: engine, Model: s.ModelID(),
-		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(), StayIdle: true,
-	}
-	policy := s.ToolApproval()
-	switch policy.Mode {
-	case domain.ApprovalAll:
-		cfg.PermissionPolicy.RequireApproval = []string{"*"}
-	case domain.ApprovalList:
-		cfg.PermissionPolicy.RequireApproval = policy.Tools
-	}
-	timeout := policy.Timeout
-	if timeout <= 0 {
-		timeout = domain.DefaultPermissionTimeout
-	}
-	cfg.PermissionPolicy.TimeoutMS = (timeout + permissionFallback).Milliseconds()
-	if chain := s.ChainID(); chain != nil {
-		cfg.ChainID = chain.String()
-	}
-	return cfg
 }
 
 // sessionLocks serialises what the runtime does for one session.

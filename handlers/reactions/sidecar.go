@@ -7,14 +7,17 @@ package reactions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -25,12 +28,18 @@ var sidecarNamespace = uuid.MustParse("1b7e3c52-8f0d-4a6e-b2c4-9d5f7e1a3c08")
 
 // sendToSidecar publishes a command on agents.sidecar.<id>.commands.<type>.
 func sendToSidecar(ctx context.Context, js jetstream.JetStream, sessionID, ownerID string, cause, typ string, data any) error {
+	return sendToSidecarAs(ctx, js, sessionID, ownerID, uuid.NewSHA1(sidecarNamespace, []byte(cause+"/"+typ)), typ, data)
+}
+
+// sendToSidecarAs publishes a command under the id the session chose for
+// it: the command whose ack the session awaits.
+func sendToSidecarAs(ctx context.Context, js jetstream.JetStream, sessionID, ownerID string, id uuid.UUID, typ string, data any) error {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return bus.Permanent(err)
 	}
 	env := bus.Envelope{
-		ID:          uuid.NewSHA1(sidecarNamespace, []byte(cause+"/"+typ)).String(),
+		ID:          id.String(),
 		Type:        typ,
 		Aggregate:   domain.AggregateSession,
 		AggregateID: sessionID,
@@ -54,7 +63,11 @@ const SidecarDispatchConsumer = "sidecar-dispatch"
 
 // SidecarDispatch turns the session's requests, answers and decisions into
 // commands for its sidecar (seed 8.3, "Command Stream -> Sidecar").
-type SidecarDispatch struct{ JS jetstream.JetStream }
+type SidecarDispatch struct {
+	JS jetstream.JetStream
+	// DB is where a reload finds the session, its template and its skills.
+	DB *pgxpool.Pool
+}
 
 // Run consumes the session events until ctx ends.
 func (d SidecarDispatch) Run(ctx context.Context) error {
@@ -74,15 +87,28 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 	send := func(typ string, data any) error {
 		return sendToSidecar(ctx, d.JS, env.AggregateID, env.OwnerID, env.ID, typ, data)
 	}
+	// A two-phase request names its command: the session confirms only
+	// the ack that echoes that id.
+	var awaited struct {
+		CommandID uuid.UUID `json:"commandId"`
+	}
+	sendAwaited := func(typ string, data any) error {
+		if err := json.Unmarshal(env.Data, &awaited); err != nil || awaited.CommandID == uuid.Nil {
+			return bus.Permanent(fmt.Errorf("%s %s names no command id", env.Type, env.ID))
+		}
+		return sendToSidecarAs(ctx, d.JS, env.AggregateID, env.OwnerID, awaited.CommandID, typ, data)
+	}
 	switch env.Type {
 	case "session_interrupt_requested":
-		return send(protocol.CommandInterrupt, protocol.Interrupt{})
+		return sendAwaited(protocol.CommandInterrupt, protocol.Interrupt{})
 	case "session_pause_requested":
-		return send(protocol.CommandPause, protocol.Pause{})
+		return sendAwaited(protocol.CommandPause, protocol.Pause{})
 	case "session_resume_requested":
-		return send(protocol.CommandResume, protocol.Resume{})
+		return sendAwaited(protocol.CommandResume, protocol.Resume{})
 	case "session_cancel_requested":
-		return send(protocol.CommandStop, protocol.Stop{})
+		return sendAwaited(protocol.CommandStop, protocol.Stop{})
+	case "session_reload_requested":
+		return d.reload(ctx, env, sendAwaited)
 	case "session_input_received":
 		var e domain.SessionInputReceivedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
@@ -121,4 +147,29 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 			Message: "no decision within the permission timeout"})
 	}
 	return nil
+}
+
+// reload sends the session's newly composed config. It is composed when
+// the reload is handled, from the session as it is then: a late reload
+// never brings back an older set of skills.
+func (d SidecarDispatch) reload(ctx context.Context, env bus.Envelope, send func(string, any) error) error {
+	id, err := uuid.Parse(env.AggregateID)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	s, err := postgres.Sessions{}.Get(ctx, d.DB, id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return bus.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if !s.Status().HasSidecar() {
+		return nil // it ended meanwhile
+	}
+	cfg, err := sidecarConfig(ctx, d.DB, s, "")
+	if err != nil {
+		return err
+	}
+	return send(protocol.CommandReloadConfig, protocol.ReloadConfig{Config: &cfg})
 }

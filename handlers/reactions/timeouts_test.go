@@ -156,8 +156,7 @@ func TestAPauseHeldTooLongFailsTheSession(t *testing.T) {
 	f.timeouts(t, 1)
 	id := f.startTimed(t, domain.SessionTimeouts{Input: time.Hour, Pause: 300 * time.Millisecond})
 	f.do(t, domain.AggregateSession, command.PauseSession, id, nil)
-	f.waitSidecarCommand(t, id, protocol.CommandPause, 1)
-	f.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	f.ack(t, id, protocol.CommandPause, "pause_ack")
 
 	f.waitStatus(t, id, domain.StatusFailed)
 	f.waitEvents(t, id, "session_pause_timed_out", 1)
@@ -169,8 +168,7 @@ func TestBudgetExhaustionPausesTheSessionUntilTheBudgetIsRaised(t *testing.T) {
 	f.waitStatus(t, id, domain.StatusRunning)
 
 	f.spend(t, id, 10.25)
-	f.waitSidecarCommand(t, id, protocol.CommandPause, 1)
-	f.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	f.ack(t, id, protocol.CommandPause, "pause_ack")
 	f.waitStatus(t, id, domain.StatusPaused)
 	assert.Equal(t, 1, f.eventCount(t, id, "session_budget_exhausted"))
 
@@ -185,8 +183,7 @@ func TestBudgetExhaustionPausesTheSessionUntilTheBudgetIsRaised(t *testing.T) {
 
 	f.do(t, domain.AggregateSession, command.RaiseBudget, id, command.BudgetData{HardCapUsd: domain.Dollars(20)})
 	f.do(t, domain.AggregateSession, command.ResumeSession, id, nil)
-	f.waitSidecarCommand(t, id, protocol.CommandResume, 1)
-	f.raw(t, id, "resume_ack", map[string]any{"command_id": uuid.NewString()})
+	f.ack(t, id, protocol.CommandResume, "resume_ack")
 	f.waitStatus(t, id, domain.StatusRunning)
 
 	f.spend(t, id, 1)

@@ -177,10 +177,20 @@ func args(cfg protocol.Config, id string, resume bool) ([]string, error) {
 		a = append(a, "--session-id", id)
 	}
 	if cfg.SystemPrompt != "" {
-		a = append(a, "--append-system-prompt", cfg.SystemPrompt)
+		// Rendered afresh on every request: a reload's new prompt must
+		// reach the resumed conversation, which a recorded snapshot would not.
+		a = append(a, "--append-system-prompt", cfg.SystemPrompt, "--system-prompt-snapshot", "off")
 	}
+	mcp := groupMCPTools(cfg.MCPTools)
 	if len(cfg.AllowedTools) > 0 {
-		a = append(a, "--allowedTools", strings.Join(cfg.AllowedTools, ","))
+		a = append(a, "--allowedTools", strings.Join(mcp.allowed(cfg.AllowedTools), ","))
+	}
+	if len(mcp.names) > 0 {
+		servers, err := mcp.config()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--mcp-config", servers)
 	}
 	if len(cfg.Subagents) > 0 {
 		agents := map[string]any{}

@@ -215,7 +215,28 @@ func (s *session) expand(text string) string {
 		"{{objective}}", cfg.Objective,
 		"{{answer}}", s.answer,
 		"{{feedback}}", s.feedback,
+		"{{system_prompt}}", cfg.SystemPrompt,
+		"{{allowed_tools}}", strings.Join(cfg.AllowedTools, ", "),
+		"{{mcp_tools}}", mcpToolNames(cfg.MCPTools),
+		"{{subagents}}", subagentNames(cfg.Subagents),
 	).Replace(text)
+}
+
+// mcpToolNames lists the MCP tools as name@server_uri.
+func mcpToolNames(tools []protocol.MCPTool) string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name+"@"+t.ServerURI)
+	}
+	return strings.Join(names, ", ")
+}
+
+func subagentNames(subagents []protocol.Subagent) string {
+	names := make([]string, 0, len(subagents))
+	for _, sa := range subagents {
+		names = append(names, sa.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // expandJSON fills in the placeholders inside a JSON document's strings.
