@@ -21,9 +21,9 @@ func TestEndedSessionsAgentKeyLogsNothing(t *testing.T) {
 	resp := st.call(t, http.MethodPost, path+"/log", map[string]any{"content": "Kept the layout"}, agentAuth(key))
 	require.Equal(t, http.StatusCreated, resp.Code, "a running agent logs: %s", resp)
 
-	resp = st.call(t, http.MethodPost, "/api/agents/sessions/"+s.ID.String()+"/cancel", nil, u.auth)
-	require.Equal(t, http.StatusOK, resp.Code, resp.String())
-	st.internal(t, s.ID, command.ConfirmCancelled, nil)
+	cancelling := st.internal(t, s.ID, command.CancelSession, nil)
+	require.Len(t, cancelling.AwaitedAcks, 1)
+	st.internal(t, s.ID, command.ConfirmCancelled, command.AckData{CommandID: cancelling.AwaitedAcks[0].CommandID})
 	require.Equal(t, "Cancelled", string(st.session(t, u, s.ID).Status))
 
 	for _, c := range []struct{ path, body string }{

@@ -246,7 +246,7 @@ func TestRawEventWithInvalidTextIsRecordedInOrderAndDeadLettered(t *testing.T) {
 	s.publish(t, id, relay.TypeInvalid, relay.Event{SessionID: id.String(), EntryID: fmt.Sprintf("%d-0", s.seq), Type: relay.TypeInvalid,
 		Error: "unknown type", Fields: map[string]string{"type": "odd\x00type", "data": "{}"}})
 	s.do(t, command.PauseSession, id, s.owner.String(), nil)
-	s.raw(t, id, "pause_ack", map[string]any{"command_id": uuid.NewString()})
+	s.raw(t, id, "pause_ack", map[string]any{"command_id": s.awaited(t, id, domain.SidecarPause)})
 	s.eventually(t, id, func(x *domain.AgentSession) bool { return x.Status() == domain.StatusPaused }, "the session goes on")
 
 	want := []string{"UnknownEvent:assistant_message", "Message:assistant_message", "UnknownEvent:tool_result",
