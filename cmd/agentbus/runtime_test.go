@@ -435,7 +435,13 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 	}
 	assert.Contains(t, continuation, "--- the validation ran in "+filepath.Join(u.workspace, u.owner, "exfiltration"))
 	u.waitActivity(id, "Validation: 1 of 1 checks failed")
-	u.waitReview(id)
+	// The continuation's turn is validated too; its failure finds the loop
+	// spent, which leaves the session Idle for its owner, not awaiting review.
+	u.waitFor(id, "Idle without review once the loop is spent", func(s sessionView) bool {
+		return s.Status == "Idle" && !s.HasPendingReview && s.Metrics.TurnCount >= 2
+	})
+	require.Eventually(t, func() bool { return strings.Count(u.activity(id), "Validation: 1 of 1 checks failed") == 2 },
+		2*wait, 50*time.Millisecond, "both turns were validated: %s", u.activity(id))
 
 	readable := []string{"", "/messages/queue", "/activity?limit=100", "/messages", "/logs", "/tool-calls", "/metrics"}
 	for _, path := range readable {
