@@ -54,11 +54,11 @@ func TestMCPToolDefinition(t *testing.T) {
 
 func TestCronAndTimeZone(t *testing.T) {
 	t.Parallel()
-	valid := []string{"* * * * *", "0 9 * * MON-FRI", "*/15 8-18 * * 1-5", "0 0 1,15 * *", "30 6 * jan,jul sun", "0 0 * * 7", "5-10/2 * * * *"}
+	valid := []string{"* * * * *", "0 9 * * MON-FRI", "*/15 8-18 * * 1-5", "0 0 1,15 * *", "30 6 * jan,jul sun", "0 0 * * 0", "5-10/2 * * * *"}
 	for _, expr := range valid {
 		assert.NoError(t, domain.ValidateCron(expr), expr)
 	}
-	invalid := []string{"", "* * * *", "* * * * * *", "@daily", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
+	invalid := []string{"", "* * * *", "* * * * * *", "@daily", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "* * * * 7", "0 0 * * 5-7", "? * * * *", "CRON_TZ=UTC 0 0 * * *",
 		"*/0 * * * *", "10-5 * * * *", "a * * * *", "1,,2 * * * *", "* * * FOO *"}
 	for _, expr := range invalid {
 		assert.ErrorIs(t, domain.ValidateCron(expr), domain.ErrValidation, expr)
