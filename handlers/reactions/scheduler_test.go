@@ -99,14 +99,15 @@ func TestAScheduleEveryMinuteStartsOneSessionPerMinute(t *testing.T) {
 	tickAt(t, c, first.Add(5*time.Second), s)
 	tickAt(t, c, first.Add(35*time.Second), s)
 	assert.Equal(t, []string{stamp(first)}, f.scheduledSessions(t, tmpl))
+	cmdStart := uuid.NewSHA1(uuid.MustParse("9c4d2e1f-7a3b-4c5d-8e6f-0a1b2c3d4e5f"), []byte("schedule/"+tmpl.String()+"/"+first.Format(time.RFC3339)))
+	firstID := uuid.NewSHA1(uuid.MustParse("5f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"), cmdStart[:])
+	f.waitStatus(t, firstID, domain.StatusRunning)
+
 	tickAt(t, c, first.Add(65*time.Second), s)
 	assert.Equal(t, []string{stamp(first), stamp(first.Add(time.Minute))}, f.scheduledSessions(t, tmpl))
 
 	// Sessions of the owner with the template's defaults, under the
 	// owner's workspace; the pool of one leaves the second Queued.
-	cmdStart := uuid.NewSHA1(uuid.MustParse("9c4d2e1f-7a3b-4c5d-8e6f-0a1b2c3d4e5f"), []byte("schedule/"+tmpl.String()+"/"+first.Format(time.RFC3339)))
-	firstID := uuid.NewSHA1(uuid.MustParse("5f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"), cmdStart[:])
-	f.waitStatus(t, firstID, domain.StatusRunning)
 	var owner, secondID uuid.UUID
 	var dir, model, objective string
 	require.NoError(t, f.pool.QueryRow(context.Background(),
