@@ -72,20 +72,22 @@ func TestComposeRunsAThreeNodeNatsCluster(t *testing.T) {
 }
 
 // TestComposeSharesTheWorkspace: the api confines sessions to their
-// owners' part of the workspace and the runtime starts the agents there,
-// so both mount the same host directory at /workspace and are told so;
+// owners' part of the workspace, the scheduler names scheduled sessions'
+// directories in it and the runtime starts the agents there, so all
+// three mount the same host directory at /workspace and are told so;
 // auto-continue, which holds server credentials, mounts none (the
 // sidecars run the validation criteria).
 func TestComposeSharesTheWorkspace(t *testing.T) {
 	project := loadCompose(t)
 	var sources []string
-	for _, name := range []string{"api", "worker-runtime"} {
+	for _, name := range []string{"api", "worker-scheduler", "worker-runtime"} {
 		svc := project.Services[name]
 		require.Len(t, svc.Volumes, 1, name)
 		assert.Equal(t, "/workspace", svc.Volumes[0].Target, name)
 		assert.Equal(t, "/workspace", *svc.Environment["AGENTBUS_WORKSPACE"], name)
 		sources = append(sources, svc.Volumes[0].Source)
 	}
-	assert.Equal(t, sources[0], sources[1], "one workspace for both")
+	assert.Equal(t, sources[0], sources[1], "one workspace for all")
+	assert.Equal(t, sources[0], sources[2], "one workspace for all")
 	assert.Empty(t, project.Services["worker-autocontinue"].Volumes)
 }

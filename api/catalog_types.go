@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/internal/schedule"
 )
 
 // The response shapes of skills and templates, and what they share: MCP
@@ -185,6 +186,7 @@ type TemplateDetail struct {
 	PlanApprovalRequired  bool             `json:"planApprovalRequired" doc:"Whether plans wait for your approval." example:"true"`
 	ClassificationRules   []Rule           `json:"classificationRules" nullable:"false" doc:"Its classification rules."`
 	Schedule              *Schedule        `json:"schedule,omitempty" doc:"When it runs, for a scheduled automation."`
+	NextRunAt             *time.Time       `json:"nextRunAt" nullable:"true" doc:"When the schedule next starts a session; null without an enabled schedule or while the template is deactivated." example:"2026-03-02T08:00:00Z"`
 	DefaultBudgetCapUsd   float64          `json:"defaultBudgetCapUsd" doc:"The spending cap of each session, in US dollars." example:"10"`
 	WarnAtPercent         int              `json:"warnAtPercent" doc:"The share of the cap at which you are warned." example:"80"`
 	ToolApproval          ToolApproval     `json:"toolApproval" doc:"Which tool uses of its sessions wait for your approval."`
@@ -243,7 +245,8 @@ func pillsOf(ps []domain.MemoryPill) []MemoryPill {
 	return out
 }
 
-func templateDetailOf(t domain.AgentTemplateSnapshot) TemplateDetail {
+// templateDetailOf returns the template as the API shows it at now.
+func templateDetailOf(t domain.AgentTemplateSnapshot, now time.Time) TemplateDetail {
 	d := TemplateDetail{ID: t.ID, OwnerID: t.OwnerID, Name: t.Name, Description: t.Description, ModelID: t.ModelID,
 		SystemPrompt: t.SystemPrompt, AllowedTools: t.AllowedTools, CustomToolDefinitions: toolsOf(t.CustomToolDefinitions),
 		DefaultSkillIDs: t.DefaultSkillIDs, PlanApprovalRequired: t.PlanApprovalRequired,
@@ -272,6 +275,24 @@ func templateDetailOf(t domain.AgentTemplateSnapshot) TemplateDetail {
 	}
 	if s := t.Schedule; s != nil {
 		d.Schedule = &Schedule{CronExpression: s.CronExpression, TimeZone: s.TimeZone, IsEnabled: s.IsEnabled}
+		d.NextRunAt = nextRunAt(t, now)
 	}
 	return d
+}
+
+// nextRunAt is the first due time of the template's schedule after now,
+// read as the scheduler reads it; nil when the schedule starts nothing.
+func nextRunAt(t domain.AgentTemplateSnapshot, now time.Time) *time.Time {
+	if t.Schedule == nil || !t.Schedule.IsEnabled || !t.IsActive {
+		return nil
+	}
+	sched, err := schedule.Parse(*t.Schedule)
+	if err != nil {
+		return nil
+	}
+	next, ok := sched.Next(now)
+	if !ok {
+		return nil
+	}
+	return &next
 }

@@ -62,11 +62,18 @@ type Config struct {
 	// command's result before answering 504 (the command still runs);
 	// default 10s.
 	CommandTimeout time.Duration
+
+	// Now is the clock the next due time of a schedule is told from;
+	// default time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
 	if c.Title == "" {
 		c.Title = "agentbus"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Version == "" {
 		c.Version = "1.0.0"

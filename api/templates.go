@@ -234,7 +234,7 @@ func (s *Server) createTemplate(ctx context.Context, in *createTemplateInput) (*
 	if err != nil {
 		return nil, err
 	}
-	return &createTemplateOutput{Location: "/api/agents/templates/" + snap.ID.String(), Body: templateDetailOf(snap)}, nil
+	return &createTemplateOutput{Location: "/api/agents/templates/" + snap.ID.String(), Body: templateDetailOf(snap, s.cfg.Now())}, nil
 }
 
 func (s *Server) listTemplates(ctx context.Context, in *listTemplatesInput) (*templateListOutput, error) {
@@ -268,7 +268,7 @@ func (s *Server) getTemplate(ctx context.Context, in *templateIDInput) (*templat
 	if err != nil {
 		return nil, err
 	}
-	return &templateOutput{Body: templateDetailOf(snap)}, nil
+	return &templateOutput{Body: templateDetailOf(snap, s.cfg.Now())}, nil
 }
 
 func (s *Server) updateTemplate(ctx context.Context, in *updateTemplateInput) (*templateOutput, error) {
@@ -316,7 +316,7 @@ func (s *Server) templateCommand(ctx context.Context, rawID, name string, data a
 	if err != nil {
 		return nil, err
 	}
-	return &templateOutput{Body: templateDetailOf(snap)}, nil
+	return &templateOutput{Body: templateDetailOf(snap, s.cfg.Now())}, nil
 }
 
 func ruleData(r RuleRequest) command.RuleData {

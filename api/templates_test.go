@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -232,4 +233,37 @@ func TestTemplateCatalog(t *testing.T) {
 			requireInvalid(t, st.call(t, http.MethodPost, "/api/agents/templates/x"+op, nil, alice.auth), "path.id")
 		}
 	})
+}
+
+func TestTemplateShowsItsNextRunAt(t *testing.T) {
+	t.Parallel()
+	// A Monday, 07:00 in Lisbon (UTC in winter) and 08:00 in Berlin.
+	now := time.Date(2027, 3, 1, 7, 0, 0, 0, time.UTC)
+	st := newStack(t, Config{Now: func() time.Time { return now }}, true)
+	alice := newUser(t)
+	url := func(id uuid.UUID) string { return "/api/agents/templates/" + id.String() }
+	get := func(id uuid.UUID) TemplateDetail {
+		resp := st.call(t, http.MethodGet, url(id), nil, alice.auth)
+		require.Equal(t, http.StatusOK, resp.Code, resp.String())
+		return decode[TemplateDetail](t, resp)
+	}
+	schedule := func(cron, tz string, enabled bool) map[string]any {
+		return map[string]any{"cronExpression": cron, "timeZone": tz, "isEnabled": enabled}
+	}
+
+	lisbon := st.template(t, alice, with(templateBody("Lisbon"), "schedule", schedule("0 8 * * 1-5", "Europe/Lisbon", true)))
+	require.NotNil(t, get(lisbon.ID).NextRunAt)
+	assert.Equal(t, time.Date(2027, 3, 1, 8, 0, 0, 0, time.UTC), get(lisbon.ID).NextRunAt.UTC(), "08:00 in the template's zone")
+	berlin := st.template(t, alice, with(templateBody("Berlin"), "schedule", schedule("0 8 * * 1-5", "Europe/Berlin", true)))
+	assert.Equal(t, time.Date(2027, 3, 2, 7, 0, 0, 0, time.UTC), get(berlin.ID).NextRunAt.UTC(), "08:00 in Berlin has passed today")
+
+	plain := st.template(t, alice, templateBody("On demand"))
+	resp := st.call(t, http.MethodGet, url(plain.ID), nil, alice.auth)
+	assert.Contains(t, resp.String(), `"nextRunAt":null`)
+	disabled := st.template(t, alice, with(templateBody("Off"), "schedule", schedule("0 8 * * *", "UTC", false)))
+	assert.Nil(t, get(disabled.ID).NextRunAt)
+
+	resp = st.call(t, http.MethodPost, url(lisbon.ID)+"/deactivate", nil, alice.auth)
+	require.Equal(t, http.StatusOK, resp.Code, resp.String())
+	assert.Nil(t, get(lisbon.ID).NextRunAt, "a deactivated template starts nothing")
 }

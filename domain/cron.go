@@ -21,13 +21,19 @@ var cronFields = []cronField{
 	{name: "hour", min: 0, max: 23},
 	{name: "day of month", min: 1, max: 31},
 	{name: "month", min: 1, max: 12, names: []string{"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"}},
-	{name: "day of week", min: 0, max: 7, names: []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}},
+	// Sunday is 0 only: the scheduler's cron library refuses 7.
+	{name: "day of week", min: 0, max: 6, names: []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}},
 }
 
 // ValidateCron checks a standard 5-field cron expression (minute hour
-// day-of-month month day-of-week) with *, lists, ranges, steps, and month
-// and weekday names. Macros such as @daily and 6-field (seconds)
-// expressions are refused: schedulers disagree on them.
+// day-of-month month day-of-week, Sunday = 0) with *, lists, ranges,
+// steps, and month and weekday names. Macros such as @daily, 6-field
+// (seconds) expressions, a time zone prefix and "?" are refused:
+// schedulers disagree on them. Every expression it accepts is one that
+// robfig/cron's standard parser, which the scheduler runs, accepts with
+// the same meaning (a test of the scheduler checks it); it accepts less
+// than that parser (no empty list elements, no step above the field's
+// range) so that what is stored reads the same in any cron.
 func ValidateCron(expr string) error {
 	fields := strings.Fields(expr)
 	if len(fields) != len(cronFields) {

@@ -56,13 +56,18 @@ type AgentTemplate struct {
 	planApprovalRequired bool
 	rules                []ClassificationRule
 	schedule             *AgentSchedule
-	defaultBudget        SessionBudget
-	toolApproval         ToolApprovalPolicy
-	timeouts             SessionTimeouts
-	isActive             bool
-	createdAt            time.Time
-	updatedAt            time.Time
-	version              int64
+	// scheduleSince is when the schedule last started to be in force: set,
+	// changed, or its template activated. The scheduler starts no due time
+	// before it, so a schedule turned back on does not catch up on the
+	// runs it had while off.
+	scheduleSince time.Time
+	defaultBudget SessionBudget
+	toolApproval  ToolApprovalPolicy
+	timeouts      SessionTimeouts
+	isActive      bool
+	createdAt     time.Time
+	updatedAt     time.Time
+	version       int64
 }
 
 // NewTemplateParams are the inputs of NewAgentTemplate.
@@ -133,7 +138,7 @@ func NewAgentTemplate(p NewTemplateParams) (*AgentTemplate, error) {
 	now := p.Now.UTC()
 	t.customTools, t.defaultSkillIDs = slices.Clone(p.CustomTools), skills
 	t.rules, t.schedule = slices.Clone(p.ClassificationRules), clonePtr(p.Schedule)
-	t.createdAt, t.updatedAt = now, now
+	t.createdAt, t.updatedAt, t.scheduleSince = now, now, now
 	t.raise(AgentTemplateCreatedEvent{TemplateMeta: t.meta(now), Name: t.name})
 	return t, nil
 }

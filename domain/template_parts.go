@@ -82,6 +82,7 @@ func (t *AgentTemplate) UpdateSchedule(schedule *AgentSchedule, now time.Time) e
 		}
 	}
 	t.schedule = clonePtr(schedule)
+	t.scheduleSince = now.UTC()
 	return t.updated(now)
 }
 
@@ -102,6 +103,7 @@ func (t *AgentTemplate) Activate(now time.Time) error {
 		return t.refuse("Activate", ErrInvalidTransition)
 	}
 	t.isActive = true
+	t.scheduleSince = now.UTC()
 	t.touch(now)
 	t.raise(AgentTemplateActivatedEvent{TemplateMeta: t.meta(now)})
 	return nil

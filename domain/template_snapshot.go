@@ -50,6 +50,10 @@ func (t *AgentTemplate) ClassificationRules() []ClassificationRule { return slic
 // Schedule returns the schedule, or nil for an on-demand template.
 func (t *AgentTemplate) Schedule() *AgentSchedule { return clonePtr(t.schedule) }
 
+// ScheduleSince returns when the schedule last started to be in force:
+// when it was set or changed, or the template activated.
+func (t *AgentTemplate) ScheduleSince() time.Time { return t.scheduleSince }
+
 // DefaultBudget returns the per-session budget of the template's sessions.
 func (t *AgentTemplate) DefaultBudget() SessionBudget { return t.defaultBudget }
 
@@ -86,13 +90,16 @@ type AgentTemplateSnapshot struct {
 	PlanApprovalRequired  bool                 `json:"planApprovalRequired"`
 	ClassificationRules   []ClassificationRule `json:"classificationRules"`
 	Schedule              *AgentSchedule       `json:"schedule,omitempty"`
-	DefaultBudget         SessionBudget        `json:"defaultBudget"`
-	ToolApproval          ToolApprovalPolicy   `json:"toolApproval"`
-	Timeouts              SessionTimeouts      `json:"timeouts"`
-	IsActive              bool                 `json:"isActive"`
-	CreatedAt             time.Time            `json:"createdAt"`
-	UpdatedAt             time.Time            `json:"updatedAt"`
-	Version               int64                `json:"version"`
+	// ScheduleSince is when the schedule last started to be in force; a
+	// template stored before it was recorded reads its UpdatedAt instead.
+	ScheduleSince time.Time          `json:"scheduleSince"`
+	DefaultBudget SessionBudget      `json:"defaultBudget"`
+	ToolApproval  ToolApprovalPolicy `json:"toolApproval"`
+	Timeouts      SessionTimeouts    `json:"timeouts"`
+	IsActive      bool               `json:"isActive"`
+	CreatedAt     time.Time          `json:"createdAt"`
+	UpdatedAt     time.Time          `json:"updatedAt"`
+	Version       int64              `json:"version"`
 }
 
 // Snapshot returns the template as plain values.
@@ -101,7 +108,7 @@ func (t *AgentTemplate) Snapshot() AgentTemplateSnapshot {
 		ModelID: t.modelID, SystemPrompt: t.systemPrompt, AllowedTools: t.AllowedTools(),
 		CustomToolDefinitions: t.CustomToolDefinitions(), DefaultSkillIDs: t.DefaultSkillIDs(),
 		DefaultAutoContinue: t.DefaultAutoContinue(), PlanApprovalRequired: t.planApprovalRequired,
-		ClassificationRules: t.ClassificationRules(), Schedule: t.Schedule(), DefaultBudget: t.defaultBudget,
+		ClassificationRules: t.ClassificationRules(), Schedule: t.Schedule(), ScheduleSince: t.scheduleSince, DefaultBudget: t.defaultBudget,
 		ToolApproval: t.ToolApproval(), Timeouts: t.timeouts, IsActive: t.isActive,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, Version: t.version}
 }
@@ -131,11 +138,14 @@ func UnmarshalAgentTemplateFromDatabase(snap AgentTemplateSnapshot) (*AgentTempl
 		!uniqueBy(snap.ClassificationRules, func(r ClassificationRule) string { return r.ID.String() }) {
 		return nil, invalid("template", "tool names and rule ids must be unique")
 	}
+	if snap.ScheduleSince.IsZero() {
+		snap.ScheduleSince = snap.UpdatedAt
+	}
 	return &AgentTemplate{id: snap.ID, ownerID: snap.OwnerID, name: snap.Name, description: snap.Description,
 		modelID: snap.ModelID, systemPrompt: snap.SystemPrompt, allowedTools: slices.Clone(snap.AllowedTools),
 		customTools: slices.Clone(snap.CustomToolDefinitions), defaultSkillIDs: cloneIDs(snap.DefaultSkillIDs),
 		defaultAutoContinue: cloneAutoContinue(snap.DefaultAutoContinue), planApprovalRequired: snap.PlanApprovalRequired,
-		rules: slices.Clone(snap.ClassificationRules), schedule: clonePtr(snap.Schedule), defaultBudget: snap.DefaultBudget,
+		rules: slices.Clone(snap.ClassificationRules), schedule: clonePtr(snap.Schedule), scheduleSince: snap.ScheduleSince, defaultBudget: snap.DefaultBudget,
 		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts, isActive: snap.IsActive,
 		createdAt: snap.CreatedAt, updatedAt: snap.UpdatedAt, version: snap.Version}, nil
 }

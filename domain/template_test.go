@@ -54,11 +54,11 @@ func TestMCPToolDefinition(t *testing.T) {
 
 func TestCronAndTimeZone(t *testing.T) {
 	t.Parallel()
-	valid := []string{"* * * * *", "0 9 * * MON-FRI", "*/15 8-18 * * 1-5", "0 0 1,15 * *", "30 6 * jan,jul sun", "0 0 * * 7", "5-10/2 * * * *"}
+	valid := []string{"* * * * *", "0 9 * * MON-FRI", "*/15 8-18 * * 1-5", "0 0 1,15 * *", "30 6 * jan,jul sun", "0 0 * * 0", "5-10/2 * * * *"}
 	for _, expr := range valid {
 		assert.NoError(t, domain.ValidateCron(expr), expr)
 	}
-	invalid := []string{"", "* * * *", "* * * * * *", "@daily", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
+	invalid := []string{"", "* * * *", "* * * * * *", "@daily", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "* * * * 7", "0 0 * * 5-7", "? * * * *", "CRON_TZ=UTC 0 0 * * *",
 		"*/0 * * * *", "10-5 * * * *", "a * * * *", "1,,2 * * * *", "* * * FOO *"}
 	for _, expr := range invalid {
 		assert.ErrorIs(t, domain.ValidateCron(expr), domain.ErrValidation, expr)
@@ -162,4 +162,35 @@ func TestAgentTemplateChanges(t *testing.T) {
 	re, err := domain.UnmarshalAgentTemplateFromDatabase(tmpl.Snapshot())
 	require.NoError(t, err)
 	assert.Equal(t, tmpl.Snapshot(), re.Snapshot())
+}
+
+// TestScheduleSinceMovesOnlyWithTheSchedule: the scheduler starts no due
+// time before it, so only setting or changing the schedule, or activating
+// the template, moves it; another edit leaves the due times it passed due.
+func TestScheduleSinceMovesOnlyWithTheSchedule(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2027, 3, 1, 8, 0, 0, 0, time.UTC)
+	p := templateParams()
+	p.Schedule, p.Now = &domain.AgentSchedule{CronExpression: "0 * * * *", TimeZone: "UTC", IsEnabled: true}, t0
+	tmpl, err := domain.NewAgentTemplate(p)
+	require.NoError(t, err)
+	assert.Equal(t, t0, tmpl.ScheduleSince())
+
+	name := "Renamed"
+	require.NoError(t, tmpl.Update(domain.TemplateUpdate{Name: &name}, t0.Add(time.Hour)))
+	assert.Equal(t, t0, tmpl.ScheduleSince(), "an edit of something else")
+	require.NoError(t, tmpl.UpdateSchedule(&domain.AgentSchedule{CronExpression: "0 * * * *", TimeZone: "UTC", IsEnabled: true}, t0.Add(2*time.Hour)))
+	assert.Equal(t, t0.Add(2*time.Hour), tmpl.ScheduleSince(), "enabled again")
+	require.NoError(t, tmpl.Deactivate(t0.Add(3*time.Hour)))
+	require.NoError(t, tmpl.Activate(t0.Add(4*time.Hour)))
+	assert.Equal(t, t0.Add(4*time.Hour), tmpl.ScheduleSince(), "activated again")
+
+	stored, err := domain.UnmarshalAgentTemplateFromDatabase(tmpl.Snapshot())
+	require.NoError(t, err)
+	assert.Equal(t, t0.Add(4*time.Hour), stored.ScheduleSince())
+	old := tmpl.Snapshot()
+	old.ScheduleSince = time.Time{}
+	stored, err = domain.UnmarshalAgentTemplateFromDatabase(old)
+	require.NoError(t, err)
+	assert.Equal(t, old.UpdatedAt, stored.ScheduleSince(), "a template stored before it was recorded")
 }

@@ -2,6 +2,8 @@ package queries
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,4 +60,47 @@ func (s *Store) Template(ctx context.Context, owner, id uuid.UUID) (domain.Agent
 	snap, version, err := ownedDoc[domain.AgentTemplateSnapshot](ctx, s.db, "templates", "template", owner, id)
 	snap.Version = version
 	return snap, err
+}
+
+// ScheduledTemplate is an active template with an enabled schedule, and
+// how far the scheduler got with it.
+type ScheduledTemplate struct {
+	Template domain.AgentTemplateSnapshot
+	// HandledThrough is the last due time handled (started or skipped);
+	// zero before the first.
+	HandledThrough time.Time
+}
+
+// ScheduledTemplates returns every active template with an enabled
+// schedule, of every owner, for the scheduler. It is a worker's question,
+// not an owner's: it is not scoped.
+func ScheduledTemplates(ctx context.Context, db DB) ([]ScheduledTemplate, error) {
+	rows, err := db.Query(ctx, `SELECT t.doc, t.version, r.handled_through FROM templates t
+LEFT JOIN schedule_runs r ON r.template_id = t.id
+WHERE t.is_active AND (t.doc->'schedule'->>'isEnabled')::boolean ORDER BY t.id`)
+	if err != nil {
+		return nil, fmt.Errorf("queries: scheduled templates: %w", err)
+	}
+	defer rows.Close()
+	var out []ScheduledTemplate
+	for rows.Next() {
+		var (
+			raw     []byte
+			version int64
+			through *time.Time
+			st      ScheduledTemplate
+		)
+		if err := rows.Scan(&raw, &version, &through); err != nil {
+			return nil, fmt.Errorf("queries: scheduled templates: %w", err)
+		}
+		if err := json.Unmarshal(raw, &st.Template); err != nil {
+			return nil, fmt.Errorf("queries: stored template unreadable: %w", err)
+		}
+		st.Template.Version = version
+		if through != nil {
+			st.HandledThrough = through.UTC()
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
@@ -98,6 +99,22 @@ func init() {
 			return reactions.Timeouts{DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
+	workers["scheduler"] = worker{
+		summary: "start a session of each scheduled template at each due time, as its owner, in <workspace>/<owner>/scheduled/ (AGENTBUS_SCHEDULE_GRACE, default 1h)",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
+			grace, err := scheduleGrace()
+			if err != nil {
+				return err
+			}
+			ws, err := in.workspace()
+			if err != nil {
+				return err
+			}
+			return reactions.Scheduler{DB: in.Pool, Client: client, Workspace: ws, Grace: grace}.Run(ctx)
+		}),
+	}
 	workers["autocontinue"] = worker{
 		summary: "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
 		needs:   needPostgres | needNATS,
@@ -148,6 +165,20 @@ func init() {
 				Engine: engine, Workspace: ws}.Run(ctx)
 		},
 	}
+}
+
+// scheduleGrace reads AGENTBUS_SCHEDULE_GRACE: how late a due time the
+// scheduler missed may still start.
+func scheduleGrace() (time.Duration, error) {
+	v := os.Getenv("AGENTBUS_SCHEDULE_GRACE")
+	if v == "" {
+		return reactions.DefaultScheduleGrace, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("AGENTBUS_SCHEDULE_GRACE=%q: want a positive duration such as 1h or 15m", v)
+	}
+	return d, nil
 }
 
 // engineEnv is what the engine's sidecars are told beyond the variables

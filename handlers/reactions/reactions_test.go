@@ -38,6 +38,7 @@ type flow struct {
 	pool   *pgxpool.Pool
 	js     jetstream.JetStream
 	client *command.Client
+	nc     *nats.Conn
 	owner  uuid.UUID
 	seq    int
 }
@@ -79,7 +80,7 @@ func startFlowWithChainLimit(t *testing.T, maxSessions, maxChainSessions int) *f
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &flow{pool: pool, js: js, client: client, owner: uuid.New()}
+	return &flow{pool: pool, js: js, client: client, nc: nc, owner: uuid.New()}
 }
 
 func (f *flow) do(t *testing.T, aggregate, name string, id uuid.UUID, data any) command.Result {
