@@ -19,7 +19,9 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // Consumer is the durable consumer of the ACL worker. Renaming it makes
@@ -37,6 +39,9 @@ type Worker struct {
 	client  *command.Client
 	timeout time.Duration
 	log     *slog.Logger
+	// feed publishes what is recorded on the session's live feed; Run
+	// sets it.
+	feed *feedPublisher
 }
 
 // New returns the ACL worker; client sends the commands and waits for
@@ -49,6 +54,7 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
 // are handled one at a time, in order; sessions run concurrently.
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
+	w.feed = newFeedPublisher(js, w.pool)
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:      bus.StreamSidecarEvents,
 		Consumer:    Consumer,
@@ -87,14 +93,24 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if ev.TS == 0 {
 		at = meta.Timestamp.UTC()
 	}
+	if ev.Type == protocol.EventTextDelta {
+		return w.publishTextDelta(ctx, ev, sessionID, meta.Sequence.Stream, at)
+	}
 	tr, terr := translate(ev)
 	if terr != nil {
 		tr = translation{activity: unknownActivity(ev, terr)}
 	}
 	tr.activity.SessionID = sessionID
 	tr.activity.Timestamp = at
-	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity); err != nil {
+	recorded, err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity)
+	if err != nil {
 		return err
+	}
+	if w.feed != nil {
+		kind, data := feedItem(ev, recorded, tr.toolUseID)
+		if err := w.feed.publish(ctx, sessionID, meta.Sequence.Stream, kind, at, data); err != nil {
+			return err
+		}
 	}
 	if terr != nil {
 		return bus.Permanent(terr)
@@ -130,6 +146,19 @@ func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string
 		w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
 	}
 	return nil
+}
+
+// publishTextDelta puts a text_delta on the live feed without recording
+// it.
+func (w *Worker) publishTextDelta(ctx context.Context, ev relay.Event, sessionID uuid.UUID, seq uint64, at time.Time) error {
+	d, err := textDelta(ev, sessionID, at)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	if w.feed == nil {
+		return nil
+	}
+	return w.feed.publish(ctx, sessionID, seq, feed.KindTextDelta, at, d)
 }
 
 var errUnknownType = errors.New("unknown raw event type")
