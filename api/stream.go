@@ -102,9 +102,12 @@ type allStreamInput struct {
 	Since       string `query:"since" doc:"Without Last-Event-ID: start with the events since this RFC 3339 time, or with all of them for 0, instead of only new ones." example:"2025-01-02T15:04:05Z"`
 }
 
-const streamDescription = "Server-Sent Events. Each `event` carries one domain event; its SSE id is a resumable position, " +
-	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing. Without it the stream starts with new events, " +
-	"or with those since `since`. A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
+const streamDescription = "Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue " +
+	"(status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs); " +
+	"`assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` " +
+	"the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, " +
+	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, " +
+	"or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
 	"A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes."
 
 // addStreamRoutes registers the live streams.
