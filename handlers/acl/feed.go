@@ -23,8 +23,8 @@ import (
 // feedPublisher puts what the ACL records onto the session's live feed.
 // It publishes after the activity item is stored and before the raw
 // event's commands are sent, so the feed shows what the agent did before
-// what it caused. The message id derives from the raw event's sequence:
-// a redelivered raw event publishes nothing new.
+// what it caused. The message id derives from the raw event's session and
+// sequence: a redelivered raw event publishes nothing new.
 type feedPublisher struct {
 	js     jetstream.JetStream
 	owners *queries.Store
@@ -61,7 +61,7 @@ func (f *feedPublisher) publish(ctx context.Context, sessionID uuid.UUID, seq ui
 		return bus.Permanent(err)
 	}
 	env := bus.Envelope{
-		ID:          "feed/" + strconv.FormatUint(seq, 10),
+		ID:          uuid.NewSHA1(commandNamespace, []byte(sessionID.String()+"/feed/"+strconv.FormatUint(seq, 10))).String(),
 		Type:        kind,
 		Aggregate:   feed.Aggregate,
 		AggregateID: sessionID.String(),
