@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/workspace"
 )
 
@@ -44,7 +45,8 @@ type Config struct {
 	SlowClientTimeout time.Duration
 	// SessionStreamAggregates are the aggregates whose events, keyed by the
 	// session id (agents.evt.<aggregate>.<sessionId>.>), make up a session's
-	// live stream; default ["session"].
+	// live stream; default ["session", "queue", "activity"]: its status,
+	// its queue and what its agent does.
 	SessionStreamAggregates []string
 
 	// QueueRate is how many messages per second one session may enqueue
@@ -88,7 +90,7 @@ func (c *Config) setDefaults() {
 		c.SlowClientTimeout = 2 * time.Second
 	}
 	if len(c.SessionStreamAggregates) == 0 {
-		c.SessionStreamAggregates = []string{"session"}
+		c.SessionStreamAggregates = []string{"session", "queue", feed.Aggregate}
 	}
 	if c.QueueRate <= 0 {
 		c.QueueRate = 5

@@ -10,6 +10,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/sse"
 	"github.com/google/uuid"
+
+	"github.com/agentbus/agentbus/feed"
 )
 
 // SessionOwners tells whose a session is; the live stream of a session is
@@ -58,35 +60,54 @@ type StreamReconnect struct {
 }
 
 // streamEvents maps SSE event names to their payloads, for the OpenAPI
-// document and the sse package.
+// document and the sse package: a generated client gets a union
+// discriminated by the event name. Domain events (status, queue, metrics,
+// requests and their resolutions, budget, handoff) are `event`; what the
+// agent does has a name per kind (feed.Kinds).
 var streamEvents = map[string]any{
-	"event":     StreamEvent{},
-	"ping":      StreamPing{},
-	"reconnect": StreamReconnect{},
+	"event":                StreamEvent{},
+	feed.KindAssistantText: feed.LiveAssistantText{},
+	feed.KindToolCall:      feed.LiveToolCall{},
+	feed.KindToolResult:    feed.LiveToolResult{},
+	feed.KindActivity:      feed.LiveActivity{},
+	feed.KindTextDelta:     feed.LiveTextDelta{},
+	"ping":                 StreamPing{},
+	"reconnect":            StreamReconnect{},
 }
 
 // streamPosition is where a client asked its stream to start.
 type streamPosition struct {
-	LastEventID int64
-	Since       time.Time
+	// After is the position the client holds; set is false when it sent
+	// none, and then the stream starts at Since or with new events.
+	After uint64
+	Set   bool
+	// Since is the time to start from when After is not set; zero means
+	// new events only, unless FromStart.
+	Since     time.Time
+	FromStart bool
 }
 
 // The fields every stream input has are repeated in each: Huma reads
 // parameters only from exported fields.
+// checkResume resolves them into the stream's position before the stream
+// starts, so a bad one is a 422 rather than silence.
 type sessionStreamInput struct {
-	ID          string    `path:"id" format:"uuid" doc:"The session's id." example:"0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10"`
-	LastEventID int64     `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing. Browsers send it on reconnect." example:"1042"`
-	Since       time.Time `query:"since" doc:"Without Last-Event-ID: start with the events since this time instead of only new ones." example:"2025-01-02T15:04:05Z"`
+	ID          string `path:"id" format:"uuid" doc:"The session's id." example:"0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10"`
+	LastEventID int64  `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing. 0 means from the beginning. An id the stream has not reached, or of another session, is a 422. Browsers send it on reconnect." example:"1042"`
+	Since       string `query:"since" doc:"Without Last-Event-ID: start with the events since this RFC 3339 time, or with all of them for 0, instead of only new ones." example:"2025-01-02T15:04:05Z"`
 }
 
 type allStreamInput struct {
-	LastEventID int64     `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing. Browsers send it on reconnect." example:"1042"`
-	Since       time.Time `query:"since" doc:"Without Last-Event-ID: start with the events since this time instead of only new ones." example:"2025-01-02T15:04:05Z"`
+	LastEventID int64  `header:"Last-Event-ID" minimum:"0" doc:"Resume after this event id (the SSE id of the last event received); the stream then misses nothing and repeats nothing, for every session at once, since all sessions share one order. 0 means from the beginning. An id the stream has not reached, or of another caller, is a 422. Browsers send it on reconnect." example:"1042"`
+	Since       string `query:"since" doc:"Without Last-Event-ID: start with the events since this RFC 3339 time, or with all of them for 0, instead of only new ones." example:"2025-01-02T15:04:05Z"`
 }
 
-const streamDescription = "Server-Sent Events. Each `event` carries one domain event; its SSE id is a resumable position, " +
-	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing. Without it the stream starts with new events, " +
-	"or with those since `since`. A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
+const streamDescription = "Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue " +
+	"(status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs); " +
+	"`assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` " +
+	"the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, " +
+	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, " +
+	"or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
 	"A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes."
 
 // addStreamRoutes registers the live streams.
@@ -100,7 +121,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		Tags:        []string{"Streams"},
 		Security:    HumanAuth,
 		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-		Middlewares: huma.Middlewares{s.streamReady, s.requireSessionOwner},
+		Middlewares: huma.Middlewares{s.streamReady, s.requireSessionOwner, s.checkResume},
 	}, streamEvents, func(ctx context.Context, in *sessionStreamInput, send sse.Sender) {
 		id, err := uuid.Parse(in.ID)
 		if err != nil {
@@ -110,7 +131,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		for _, agg := range s.cfg.SessionStreamAggregates {
 			subjects = append(subjects, "agents.evt."+agg+"."+id.String()+".>")
 		}
-		s.runStream(ctx, streamSpec{subjects: subjects, position: streamPosition{in.LastEventID, in.Since}}, send)
+		s.runStream(ctx, streamSpec{subjects: subjects, position: positionOf(ctx)}, send)
 	})
 
 	registerSSE(api, huma.Operation{
@@ -122,13 +143,13 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		Tags:        []string{"Streams"},
 		Security:    HumanAuth,
 		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
-		Middlewares: huma.Middlewares{s.streamReady},
+		Middlewares: huma.Middlewares{s.streamReady, s.checkResume},
 	}, streamEvents, func(ctx context.Context, in *allStreamInput, send sse.Sender) {
 		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates))
 		for _, agg := range s.cfg.SessionStreamAggregates {
 			subjects = append(subjects, "agents.evt."+agg+".>")
 		}
-		s.runStream(ctx, streamSpec{subjects: subjects, owner: OwnerID(ctx), position: streamPosition{in.LastEventID, in.Since}}, send)
+		s.runStream(ctx, streamSpec{subjects: subjects, owner: OwnerID(ctx), position: positionOf(ctx)}, send)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/feed"
 )
 
 // streamSpec says what one live stream reads.
@@ -56,10 +57,12 @@ func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender
 	// what the client holds. 0 means "nothing yet".
 	var resume uint64
 	switch {
-	case spec.position.LastEventID > 0:
-		resume = uint64(spec.position.LastEventID)
+	case spec.position.Set:
+		resume = spec.position.After
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = resume + 1
+	case spec.position.FromStart:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	case !spec.position.Since.IsZero():
 		since := spec.position.Since
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
@@ -152,18 +155,7 @@ func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender
 				_ = send(reconnectMessage(resumePoint(resume, firstSeen.Load()), "slow_client"))
 				return
 			}
-			ev := StreamEvent{
-				Type:        it.env.Type,
-				Aggregate:   it.env.Aggregate,
-				AggregateID: it.env.AggregateID,
-				Version:     it.env.Version,
-				OccurredAt:  it.env.OccurredAt,
-				Data:        it.env.Data,
-			}
-			if len(ev.Data) == 0 {
-				ev.Data = json.RawMessage("{}")
-			}
-			if err := send(sse.Message{ID: int(it.seq), Data: ev}); err != nil {
+			if err := send(sse.Message{ID: int(it.seq), Data: streamData(it.env)}); err != nil {
 				return
 			}
 			resume = it.seq
@@ -174,6 +166,40 @@ func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender
 			}
 		}
 	}
+}
+
+// feedKinds makes the typed payload of each feed item kind.
+var feedKinds = map[string]func() any{
+	feed.KindAssistantText: func() any { return &feed.LiveAssistantText{} },
+	feed.KindToolCall:      func() any { return &feed.LiveToolCall{} },
+	feed.KindToolResult:    func() any { return &feed.LiveToolResult{} },
+	feed.KindActivity:      func() any { return &feed.LiveActivity{} },
+	feed.KindTextDelta:     func() any { return &feed.LiveTextDelta{} },
+}
+
+// streamData is the SSE payload of an envelope: a feed item as its kind's
+// type, which names the SSE event, and a domain event as StreamEvent.
+func streamData(env bus.Envelope) any {
+	if env.Aggregate == feed.Aggregate {
+		if mk, ok := feedKinds[env.Type]; ok {
+			v := mk()
+			if json.Unmarshal(env.Data, v) == nil {
+				return v
+			}
+		}
+	}
+	ev := StreamEvent{
+		Type:        env.Type,
+		Aggregate:   env.Aggregate,
+		AggregateID: env.AggregateID,
+		Version:     env.Version,
+		OccurredAt:  env.OccurredAt,
+		Data:        env.Data,
+	}
+	if len(ev.Data) == 0 {
+		ev.Data = json.RawMessage("{}")
+	}
+	return ev
 }
 
 // resumePoint is the position a client must resume from: the last event it

@@ -33,6 +33,7 @@ const TypeInvalid = "invalid"
 var knownTypes = map[string]bool{
 	"session_started":       true,
 	"assistant_message":     true,
+	"text_delta":            true,
 	"tool_result":           true,
 	"subagent_message":      true,
 	"usage_update":          true,

@@ -19,6 +19,7 @@ var _ engine.Host = (*runner)(nil)
 // all others itself.
 var engineEvents = map[string]bool{
 	protocol.EventAssistantMessage: true,
+	protocol.EventTextDelta:        true,
 	protocol.EventToolResult:       true,
 	protocol.EventSubagentMessage:  true,
 	protocol.EventUsageUpdate:      true,

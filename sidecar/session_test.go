@@ -25,6 +25,8 @@ func strictDecode(t *testing.T, e protocol.Entry) {
 		decode[protocol.SessionStarted](t, e)
 	case protocol.EventAssistantMessage:
 		decode[protocol.AssistantMessage](t, e)
+	case protocol.EventTextDelta:
+		decode[protocol.TextDelta](t, e)
 	case protocol.EventToolResult:
 		decode[protocol.ToolResult](t, e)
 	case protocol.EventSubagentMessage:

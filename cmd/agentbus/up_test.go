@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	p, err := localserver.FreePort()
 	require.NoError(t, err)

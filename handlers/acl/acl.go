@@ -19,8 +19,10 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/jsontext"
 	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // Consumer is the durable consumer of the ACL worker. Renaming it makes
@@ -38,6 +40,9 @@ type Worker struct {
 	client  *command.Client
 	timeout time.Duration
 	log     *slog.Logger
+	// feed publishes what is recorded on the session's live feed; Run
+	// sets it.
+	feed *feedPublisher
 }
 
 // New returns the ACL worker; client sends the commands and waits for
@@ -50,6 +55,7 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
 // are handled one at a time, in order; sessions run concurrently.
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
+	w.feed = newFeedPublisher(js, w.pool)
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:      bus.StreamSidecarEvents,
 		Consumer:    Consumer,
@@ -96,6 +102,8 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if p := invalidText(m.Data()); p != nil {
 		tr, terr = translation{activity: invalidTextActivity(ev, p)}, fmt.Errorf("raw event on %s: %w", m.Subject(), p)
 		ev.Type = jsontext.Clean(ev.Type)
+	} else if ev.Type == protocol.EventTextDelta {
+		return w.publishTextDelta(ctx, ev, sessionID, meta.Sequence.Stream, at)
 	} else if tr, terr = translate(ev); terr != nil {
 		tr = translation{activity: unknownActivity(ev, terr)}
 	}
@@ -104,6 +112,14 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	msgID := m.Headers().Get(jetstream.MsgIDHeader)
 	if msgID == "" {
 		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
+	}
+	record := func() error {
+		recorded, err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity)
+		if err != nil || w.feed == nil {
+			return err
+		}
+		kind, data := feedItem(ev, recorded, tr.toolUseID)
+		return w.feed.publish(ctx, sessionID, meta.Sequence.Stream, kind, at, data)
 	}
 	if tr.ack && terr == nil {
 		// An ack's item says what it did, so it is recorded after its
@@ -116,9 +132,9 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 		if refused != nil {
 			tr.activity = unexpectedAck(ev, refused, tr.activity)
 		}
-		return recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity)
+		return record()
 	}
-	if err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity); err != nil {
+	if err := record(); err != nil {
 		return err
 	}
 	if terr != nil {
@@ -154,6 +170,19 @@ func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string
 	}
 	w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
 	return e, nil
+}
+
+// publishTextDelta puts a text_delta on the live feed without recording
+// it.
+func (w *Worker) publishTextDelta(ctx context.Context, ev relay.Event, sessionID uuid.UUID, seq uint64, at time.Time) error {
+	d, err := textDelta(ev, sessionID, at)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	if w.feed == nil {
+		return nil
+	}
+	return w.feed.publish(ctx, sessionID, seq, feed.KindTextDelta, at, d)
 }
 
 var errUnknownType = errors.New("unknown raw event type")

@@ -14,8 +14,9 @@ import (
 )
 
 // recordActivity appends one activity item, keyed by the raw event's
-// stream sequence, so a redelivered raw event adds nothing.
-func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType, toolUseID string, a domain.ActivityItem) error {
+// stream sequence, so a redelivered raw event adds nothing. It returns the
+// item as recorded, for the live feed.
+func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType, toolUseID string, a domain.ActivityItem) (domain.ActivityItem, error) {
 	if a.Type == domain.ActivityToolCallEnd && a.ToolName == "" && toolUseID != "" {
 		// The result names only its call: the call's item has the tool.
 		err := pool.QueryRow(ctx, "SELECT tool_name FROM activity_items WHERE session_id = $1 AND tool_use_id = $2 AND tool_name <> '' LIMIT 1",
@@ -23,7 +24,7 @@ func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			// Only "no such call" may record the result without its tool:
 			// a failed read is retried, not acked with a wrong item.
-			return fmt.Errorf("acl: tool of call %s: %w", toolUseID, err)
+			return a, fmt.Errorf("acl: tool of call %s: %w", toolUseID, err)
 		}
 	}
 	a.ID = uuid.NewSHA1(commandNamespace, []byte(a.SessionID.String()+"/activity/"+rawType+"/"+strconv.FormatUint(seq, 10)))
@@ -36,7 +37,7 @@ func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType
 		// is still recorded, as an unknown event under its raw type.
 		a.Type, a.Summary, a.ToolName = domain.ActivityUnknownEvent, rawType, ""
 		if item, err = domain.NewActivityItem(a); err != nil {
-			return err
+			return item, err
 		}
 	}
 	var sub *string
@@ -49,5 +50,5 @@ func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''))
 		ON CONFLICT (source_seq) DO NOTHING`,
 		item.ID, item.SessionID, int64(seq), rawType, string(item.Type), item.Summary, item.Detail, item.ToolName, sub, item.Timestamp, toolUseID)
-	return err
+	return item, err
 }

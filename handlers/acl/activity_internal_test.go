@@ -42,14 +42,15 @@ func TestRecordActivityReturnsAFailedToolLookup(t *testing.T) {
 
 	session := uuid.New()
 	end := domain.ActivityItem{Type: domain.ActivityToolCallEnd, SessionID: session, Summary: "ok", Timestamp: time.Now()}
-	err = recordActivity(ctx, writer, 1, "tool_result", "toolu_1", end)
+	_, err = recordActivity(ctx, writer, 1, "tool_result", "toolu_1", end)
 	require.Error(t, err, "a failed read of the call is an error, not an unknown call")
 
 	var n int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM activity_items WHERE session_id = $1", session).Scan(&n))
 	assert.Zero(t, n, "nothing is recorded with a guessed tool")
 
-	require.NoError(t, recordActivity(ctx, admin, 1, "tool_result", "toolu_1", end), "with the read allowed it records")
+	_, err = recordActivity(ctx, admin, 1, "tool_result", "toolu_1", end)
+	require.NoError(t, err, "with the read allowed it records")
 	var typ string
 	require.NoError(t, admin.QueryRow(ctx, "SELECT type FROM activity_items WHERE session_id = $1", session).Scan(&typ))
 	assert.Equal(t, string(domain.ActivityUnknownEvent), typ, "a result whose call was never seen")

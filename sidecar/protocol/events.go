@@ -26,11 +26,14 @@ const (
 	// EventError reports a command the sidecar could not handle (unknown
 	// type, bad data, nothing pending to answer); the sidecar goes on.
 	EventError = "error"
+	// EventTextDelta is a piece of a text block the model is still writing;
+	// the finished block follows as an assistant_message.
+	EventTextDelta = "text_delta"
 )
 
 // EventTypes lists every raw event type, in the order README.md documents them.
 var EventTypes = []string{
-	EventSessionStarted, EventAssistantMessage, EventToolResult, EventSubagentMessage,
+	EventSessionStarted, EventAssistantMessage, EventTextDelta, EventToolResult, EventSubagentMessage,
 	EventUsageUpdate, EventTurnCompleted, EventContextNearingLimit, EventContextExhausted,
 	EventHandoffDocument, EventVoluntaryHandoff, EventPermissionRequest, EventMessageDelivered,
 	EventInterruptAck, EventPauseAck, EventResumeAck, EventStopAck, EventReloadConfigAck,
@@ -98,6 +101,21 @@ type AssistantMessage struct {
 
 // EventType returns "assistant_message".
 func (AssistantMessage) EventType() string { return EventAssistantMessage }
+
+// TextDelta is a piece of an assistant text block still being written.
+// Deltas are for a live view only: the finished block comes as an
+// assistant_message, which is what the session records.
+type TextDelta struct {
+	// MessageID is the model message the text belongs to.
+	MessageID string `json:"message_id,omitempty"`
+	// Index is the content block within that message.
+	Index int `json:"index"`
+	// Text is the new text, to append to what came before.
+	Text string `json:"text"`
+}
+
+// EventType returns "text_delta".
+func (TextDelta) EventType() string { return EventTextDelta }
 
 // ToolResult is the result of one tool call.
 type ToolResult struct {

@@ -37,6 +37,36 @@ function onEvent(name: string, id: string | undefined, data: string): string {
   return "";
 }
 
+// The same events, typed by the document: a union discriminated by the
+// SSE event name, so a handler reads each event's data without a cast.
+type FeedMessage = SessionStream["responses"][200]["content"]["text/event-stream"][number];
+function render(m: FeedMessage): string {
+  switch (m.event) {
+    case "tool_call": {
+      const input: Record<string, unknown> = m.data.input;
+      return `${m.data.toolName} ${m.data.toolUseId} ${String(input["command"])}`;
+    }
+    case "tool_result":
+      return `${m.data.toolUseId}${m.data.isError ? " failed" : ""}: ${m.data.content}`;
+    case "assistant_text":
+      return m.data.text;
+    case "text_delta":
+      return `${m.data.messageId ?? ""}[${m.data.index}] += ${m.data.text}`;
+    case "activity":
+      return `${m.data.type} ${m.data.summary}`;
+    case "event":
+      return `${m.id ?? 0}: ${m.data.type}`;
+    case "ping":
+      return m.data.time;
+    case "reconnect":
+      return `resume after ${m.data.lastEventId}`;
+    default: {
+      const unknownEvent: never = m;
+      return unknownEvent;
+    }
+  }
+}
+
 // Errors are problem+json with a kind a UI can switch on.
 type NotFound = SessionStream["responses"][404]["content"]["application/problem+json"];
 function describe(p: NotFound): string {

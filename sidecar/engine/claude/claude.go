@@ -2,7 +2,8 @@
 // package @anthropic-ai/claude-code) through its stream-json protocol:
 //
 //	claude --print --input-format stream-json --output-format stream-json \
-//	  --verbose --permission-prompt-tool stdio --model <model> ...
+//	  --verbose --permission-prompt-tool stdio --model <model> \
+//	  --include-partial-messages ...
 //
 // One CLI process runs per session and stays up between turns. The engine
 // sends an initialize control request, then each turn's input as a user
@@ -171,6 +172,8 @@ func args(cfg protocol.Config, id string, resume bool) ([]string, error) {
 		"--print", "--input-format", "stream-json", "--output-format", "stream-json",
 		"--verbose", "--permission-prompt-tool", "stdio", "--model", modelOf(cfg),
 	}
+	// The CLI's partial messages become text_delta events, for a live view.
+	a = append(a, "--include-partial-messages")
 	if resume {
 		a = append(a, "--resume", id)
 	} else {

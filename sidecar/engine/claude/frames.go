@@ -20,6 +20,9 @@ const (
 	frameControlRequest  = "control_request"
 	frameControlResponse = "control_response"
 	frameControlCancel   = "control_cancel_request"
+	// frameStreamEvent carries one server-sent event of the model's
+	// response (--include-partial-messages).
+	frameStreamEvent = "stream_event"
 )
 
 // Control request subtypes.
@@ -62,6 +65,9 @@ type frame struct {
 
 	// control_response.
 	Response *controlResponse `json:"response"`
+
+	// stream_event.
+	Event json.RawMessage `json:"event"`
 
 	raw []byte
 }

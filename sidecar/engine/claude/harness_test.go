@@ -304,6 +304,8 @@ func strictDecode(t testing.TB, e protocol.Entry) {
 		decode[protocol.SessionStarted](t, e)
 	case protocol.EventAssistantMessage:
 		decode[protocol.AssistantMessage](t, e)
+	case protocol.EventTextDelta:
+		decode[protocol.TextDelta](t, e)
 	case protocol.EventToolResult:
 		decode[protocol.ToolResult](t, e)
 	case protocol.EventSubagentMessage:

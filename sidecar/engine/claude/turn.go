@@ -22,6 +22,7 @@ type turn struct {
 	interrupted bool            // the interrupt request was sent
 	open        map[string]call // tool calls without a result yet
 	results     map[string]bool // tool calls with a result
+	streaming   string          // the id of the model message being streamed
 }
 
 // call is an open tool call and who made it.
@@ -99,6 +100,8 @@ func (t *turn) handle(f *frame) (done bool, err error) {
 		return false, t.user(f)
 	case frameResult:
 		return t.result(f)
+	case frameStreamEvent:
+		return false, t.streamEvent(f)
 	}
 	return false, nil
 }

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/relay"
+)
+
+// latencies collects delivery latencies of numbered items.
+type latencies struct {
+	mu   sync.Mutex
+	sent []atomic.Int64 // unix nanoseconds of each item's XADD
+	got  []time.Duration
+	want int
+	all  chan struct{}
+}
+
+func (l *latencies) add(n int, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n < 0 || n >= len(l.sent) {
+		return
+	}
+	l.got = append(l.got, at.Sub(time.Unix(0, l.sent[n].Load())))
+	if len(l.got) == l.want {
+		close(l.all)
+	}
+}
+
+func (l *latencies) wait(b *testing.B, what string) []time.Duration {
+	select {
+	case <-l.all:
+	case <-time.After(2 * wait):
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		b.Fatalf("%s: %d of %d items arrived", what, len(l.got), l.want)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// itemNumber reads the n of a text "n=<n>".
+func itemNumber(text string) int {
+	i := strings.Index(text, "n=")
+	if i < 0 {
+		return -1
+	}
+	j := i + 2
+	for j < len(text) && text[j] >= '0' && text[j] <= '9' {
+		j++
+	}
+	n, err := strconv.Atoi(text[i+2 : j])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func percentiles(lat []time.Duration) (p50, p99 float64) {
+	slices.Sort(lat)
+	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	return p(0.50), p(0.99)
+}
+
+// BenchmarkLiveFeed runs up (relay, ACL, API) with 100 sessions, each
+// streaming 50 raw events a second to two SSE clients of its session
+// stream, and measures the time from the raw event's XADD to each SSE
+// client receiving it, beside the relay's own latency (XADD to a
+// JetStream consumer of AGENTS_SIDECAR_EVENTS) in the same run. b.N is the
+// number of raw events; run with e.g. -benchtime=5000x.
+func BenchmarkLiveFeed(b *testing.B) {
+	const (
+		sessions    = 100
+		subscribers = 2
+		perSecond   = 50
+	)
+	dataDir, err := testenv.TempDir("feedbench")
+	require.NoError(b, err)
+	b.Setenv("AGENTBUS_JWT_SECRET", runtimeSecret)
+	b.Setenv("AGENTBUS_RUNTIME", "external")
+	b.Setenv("AGENTBUS_ENGINE", "")
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	natsPort, redisPort := freePort(b), freePort(b)
+	base := "http://" + httpAddr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runUp(ctx, []string{"--data-dir", dataDir, "--http", httpAddr,
+			"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
+			"--database-url", testenv.PostgresURL(b), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""})
+	}()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(2 * wait):
+			b.Error("up did not stop")
+		}
+	})
+	require.Eventually(b, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 100*time.Millisecond)
+	owner := uuid.NewString()
+	token, err := api.NewToken(runtimeSecret, owner, time.Hour)
+	require.NoError(b, err)
+
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(b, err)
+	kv, err := relay.SessionsKV(ctx, js)
+	require.NoError(b, err)
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
+	b.Cleanup(func() { _ = rdb.Close() })
+
+	ids := make([]string, sessions)
+	for i := range ids {
+		body := fmt.Sprintf(`{"workingDirectory":%q,"objective":"Stream","budgetCapUsd":5}`, dataDir+"/workspace/"+owner+"/s"+strconv.Itoa(i))
+		req, err := http.NewRequest(http.MethodPost, base+"/api/agents/sessions", strings.NewReader(body))
+		require.NoError(b, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(b, err)
+		var out struct {
+			Session struct {
+				ID string `json:"id"`
+			} `json:"session"`
+		}
+		require.NoError(b, json.NewDecoder(resp.Body).Decode(&out))
+		resp.Body.Close()
+		require.NotEmpty(b, out.Session.ID)
+		ids[i] = out.Session.ID
+		require.NoError(b, relay.Activate(ctx, kv, ids[i]))
+	}
+
+	feed := &latencies{sent: make([]atomic.Int64, b.N), want: b.N * subscribers, all: make(chan struct{})}
+	relayed := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{})}
+
+	// The relay's own latency: a consumer of the raw events.
+	raw, err := js.OrderedConsumer(ctx, bus.StreamSidecarEvents, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	require.NoError(b, err)
+	cc, err := raw.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		var ev relay.Event
+		if json.Unmarshal(m.Data(), &ev) != nil {
+			return
+		}
+		var d struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		relayed.add(itemNumber(d.Text), now)
+	})
+	require.NoError(b, err)
+	b.Cleanup(cc.Stop)
+
+	// Two SSE clients per session.
+	var opened sync.WaitGroup
+	for _, id := range ids {
+		for range subscribers {
+			opened.Add(1)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/agents/sessions/"+id+"/stream", nil)
+			require.NoError(b, err)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(b, err)
+			require.Equal(b, http.StatusOK, resp.StatusCode)
+			go func() {
+				defer resp.Body.Close()
+				sc := bufio.NewScanner(resp.Body)
+				sc.Buffer(make([]byte, 1<<20), 1<<20)
+				first := true
+				event := ""
+				for sc.Scan() {
+					line := sc.Text()
+					switch {
+					case strings.HasPrefix(line, "event: "):
+						event = strings.TrimPrefix(line, "event: ")
+					case strings.HasPrefix(line, "data: "):
+						now := time.Now()
+						if first && event == "ping" {
+							first = false
+							opened.Done()
+						}
+						if event == "assistant_text" {
+							feed.add(itemNumber(line), now)
+						}
+					case line == "":
+						event = ""
+					}
+				}
+			}()
+		}
+	}
+	opened.Wait()
+
+	b.ResetTimer()
+	tick := time.NewTicker(time.Second / (sessions * perSecond))
+	defer tick.Stop()
+	for i := range b.N {
+		<-tick.C
+		feed.sent[i].Store(time.Now().UnixNano())
+		require.NoError(b, rdb.XAdd(ctx, &redis.XAddArgs{Stream: relay.EventsKey(ids[i%sessions]), Values: []any{
+			"type", "assistant_message", "ts", strconv.FormatInt(time.Now().UnixMilli(), 10),
+			"data", fmt.Sprintf(`{"message_id":"msg_%d","block_type":"text","text":"n=%d"}`, i, i),
+		}}).Err())
+	}
+	relayLat := relayed.wait(b, "relay")
+	feedLat := feed.wait(b, "feed")
+	b.StopTimer()
+	r50, r99 := percentiles(relayLat)
+	f50, f99 := percentiles(feedLat)
+	b.ReportMetric(r50, "relay-p50-ms")
+	b.ReportMetric(r99, "relay-p99-ms")
+	b.ReportMetric(f50, "feed-p50-ms")
+	b.ReportMetric(f99, "feed-p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
