@@ -76,6 +76,7 @@ func TestE2E(t *testing.T) {
 		sc.ack(t, resume[0], protocol.EventResumeAck)
 		s.waitStatus(t, id, domain.StatusRunning)
 		assert.Equal(t, []string{protocol.CommandPause, protocol.CommandResume}, types(sc.commands(t)))
+		s.waitEvent(t, domain.AggregateSession, id, "session_resumed") // the outbox publishes after the commit
 		assertInOrder(t, s.events(t, domain.AggregateSession, id),
 			"session_pause_requested", "session_paused", "session_resume_requested", "session_resumed")
 	})
