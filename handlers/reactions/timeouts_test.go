@@ -64,7 +64,8 @@ func (f *flow) ask(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	f.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "tool_use", "tool_use_id": "t1",
 		"tool_name": "AskUserQuestion", "input": map[string]any{"question": "Which branch?", "options": []string{"main", "dev"}}})
-	f.waitStatus(t, id, domain.StatusWaitingForInput)
+	// The wait may be shorter than a poll: its event is what stays.
+	f.waitEvents(t, id, "session_waiting_for_input", 1)
 }
 
 func TestAnUndecidedPermissionExpiresOnceAcrossTwoWorkers(t *testing.T) {
