@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/internal/uptest"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -157,15 +158,15 @@ func TestTheLiveFeedCarriesASessionInOrderAndResumesExactly(t *testing.T) {
 
 	id := u.start(map[string]any{"workingDirectory": filepath.Join(u.workspace, u.owner, uuid.NewString()[:8]), "objective": "Say hello"})
 	u.waitReview(id)
-	turns := u.session(id).Metrics.TurnCount
-	followUp := u.enqueue(id, "Now say goodbye", "Queued")
-	u.waitDelivered(id, followUp)
-	u.waitFor(id, "Idle awaiting review after the follow-up's turn", func(s sessionView) bool {
+	turns := u.Session(id).Metrics.TurnCount
+	followUp := u.Enqueue(id, "Now say goodbye", "Queued")
+	u.WaitDelivered(id, followUp)
+	u.WaitFor(id, "Idle awaiting review after the follow-up's turn", func(s uptest.Session) bool {
 		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > turns
 	})
 	// The marker's enqueue comes after everything the follow-up caused
 	// that the session's state already shows; it bounds the sequence.
-	isMarker := queueEvent("message_enqueued", u.enqueue(id, "marker", "Queued"))
+	isMarker := queueEvent("message_enqueued", u.Enqueue(id, "marker", "Queued"))
 	all, marker := live.until(id, isMarker)
 
 	// The order a UI needs, each exactly once.

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,12 +20,14 @@ import (
 
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/internal/uptest"
 )
 
 // upUnderTest is `agentbus up` running in the test process with its real
 // runtime: each session's sidecar is a process of this binary (TestMain
 // runs it as `agentbus sidecar`), driving the script engine.
 type upUnderTest struct {
+	*uptest.Client
 	t         *testing.T
 	args      []string
 	base      string
@@ -59,6 +59,7 @@ func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
 	require.NoError(t, err)
 	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
 	t.Cleanup(func() { _ = u.redis.Close() })
+	u.Client = &uptest.Client{T: t, Base: u.base, Token: u.token, Redis: u.redis, Wait: 2 * wait}
 	return u
 }
 
@@ -95,183 +96,41 @@ func (u *upUnderTest) launch() {
 	}, 90*time.Second, 100*time.Millisecond, "up did not become ready")
 }
 
-// call sends a request to the API and decodes the answer into out (when
-// not nil); it returns the status code.
-func (u *upUnderTest) call(method, path string, body, out any) int {
-	u.t.Helper()
-	var r io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		require.NoError(u.t, err)
-		r = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, u.base+path, r)
-	require.NoError(u.t, err)
-	req.Header.Set("Authorization", "Bearer "+u.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(u.t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(u.t, err)
-	if out != nil && len(raw) > 0 {
-		require.NoError(u.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
-	}
-	return resp.StatusCode
-}
-
-// must sends a request that must succeed.
-func (u *upUnderTest) must(method, path string, body, out any) {
-	u.t.Helper()
-	var problem json.RawMessage
-	if out == nil {
-		out = &problem
-	}
-	code := u.call(method, path, body, out)
-	require.Less(u.t, code, 300, "%s %s answered %d: %s", method, path, code, problem)
-}
-
-type sessionView struct {
-	ID               string `json:"id"`
-	Status           string `json:"status"`
-	HasPendingReview bool   `json:"hasPendingReview"`
-	Metrics          struct {
-		TurnCount int `json:"turnCount"`
-	} `json:"metrics"`
-}
-
 func (u *upUnderTest) start(body map[string]any) string {
 	u.t.Helper()
 	if _, ok := body["budgetCapUsd"]; !ok && body["templateId"] == nil {
 		body["budgetCapUsd"] = 5
 	}
 	var out struct {
-		Session sessionView `json:"session"`
+		Session uptest.Session `json:"session"`
 	}
-	u.must(http.MethodPost, "/api/agents/sessions", body, &out)
+	u.Must(http.MethodPost, "/api/agents/sessions", body, &out)
 	require.NotEmpty(u.t, out.Session.ID)
 	return out.Session.ID
 }
 
-func (u *upUnderTest) session(id string) sessionView {
+func (u *upUnderTest) waitStatus(id string, status string) uptest.Session {
 	u.t.Helper()
-	var s sessionView
-	u.must(http.MethodGet, "/api/agents/sessions/"+id, nil, &s)
-	return s
-}
-
-// waitFor waits until the session satisfies ok.
-func (u *upUnderTest) waitFor(id, what string, ok func(sessionView) bool) sessionView {
-	u.t.Helper()
-	deadline := time.Now().Add(2 * wait)
-	for {
-		s := u.session(id)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("session %s is %+v, not %s; activity: %s", id, s, what, u.activity(id))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (u *upUnderTest) waitStatus(id string, status string) sessionView {
-	u.t.Helper()
-	return u.waitFor(id, status, func(s sessionView) bool { return s.Status == status })
+	return u.WaitFor(id, status, func(s uptest.Session) bool { return s.Status == status })
 }
 
 func (u *upUnderTest) waitReview(id string) {
 	u.t.Helper()
-	u.waitFor(id, "Idle awaiting review", func(s sessionView) bool { return s.Status == "Idle" && s.HasPendingReview })
-}
-
-func (u *upUnderTest) activity(id string) string {
-	var raw json.RawMessage
-	u.call(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &raw)
-	return string(raw)
+	u.WaitFor(id, "Idle awaiting review", func(s uptest.Session) bool { return s.Status == "Idle" && s.HasPendingReview })
 }
 
 // waitActivity waits until the session's activity mentions text.
 func (u *upUnderTest) waitActivity(id, text string) {
 	u.t.Helper()
-	require.Eventually(u.t, func() bool { return strings.Contains(u.activity(id), text) }, 2*wait, 50*time.Millisecond,
+	require.Eventually(u.t, func() bool { return strings.Contains(u.Activity(id), text) }, 2*wait, 50*time.Millisecond,
 		"the activity of %s never mentioned %q", id, text)
-}
-
-type queuedMessage struct {
-	MessageID string `json:"messageId"`
-	Status    string `json:"status"`
-}
-
-func (u *upUnderTest) enqueue(id, content, priority string) string {
-	u.t.Helper()
-	var out struct {
-		MessageID string `json:"messageId"`
-	}
-	u.must(http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue", map[string]any{"content": content, "priority": priority}, &out)
-	return out.MessageID
-}
-
-// followUp enqueues a message and waits until the agent took it and its
-// turn ended with output awaiting review.
-func (u *upUnderTest) followUp(id, content, priority string) {
-	u.t.Helper()
-	before := u.session(id).Metrics.TurnCount
-	u.waitDelivered(id, u.enqueue(id, content, priority))
-	u.waitFor(id, "Idle awaiting review after the follow-up's turn", func(s sessionView) bool {
-		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > before
-	})
-}
-
-func (u *upUnderTest) waitDelivered(id, messageID string) {
-	u.t.Helper()
-	deadline := time.Now().Add(2 * wait)
-	for {
-		var q struct {
-			Messages []queuedMessage `json:"messages"`
-		}
-		u.must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &q)
-		for _, m := range q.Messages {
-			if m.MessageID == messageID && m.Status == "Delivered" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("message %s of session %s not delivered: %+v; session %+v", messageID, id, q.Messages, u.session(id))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// sidecarPIDs returns the pid of each sidecar the runtime records.
-func (u *upUnderTest) sidecarPIDs() map[string]int {
-	u.t.Helper()
-	host, err := os.Hostname()
-	require.NoError(u.t, err)
-	recs, err := u.redis.HGetAll(context.Background(), "agentbus:launcher:"+host+":sidecars").Result()
-	require.NoError(u.t, err)
-	out := map[string]int{}
-	for id, raw := range recs {
-		var rec struct {
-			PID    int  `json:"pid"`
-			Exited bool `json:"exited"`
-		}
-		require.NoError(u.t, json.Unmarshal([]byte(raw), &rec))
-		if !rec.Exited {
-			out[id] = rec.PID
-		}
-	}
-	return out
 }
 
 func (u *upUnderTest) sidecarPID(id string) int {
 	u.t.Helper()
 	var pid int
 	require.Eventually(u.t, func() bool {
-		pid = u.sidecarPIDs()[id]
+		pid = u.SidecarPIDs()[id]
 		return pid != 0
 	}, 2*wait, 20*time.Millisecond, "no sidecar runs session %s", id)
 	return pid
@@ -301,11 +160,11 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		u.waitReview(id)
 		pid := u.sidecarPID(id)
 
-		u.followUp(id, "Now say goodbye", "Immediate")
-		u.followUp(id, "And once more, queued", "Queued")
+		u.FollowUp(id, "Now say goodbye", "Immediate")
+		u.FollowUp(id, "And once more, queued", "Queued")
 		assert.Equal(t, pid, u.sidecarPID(id), "one sidecar served every turn")
 
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/approve", nil, nil)
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/approve", nil, nil)
 		u.waitStatus(id, "Completed")
 		u.waitGone(pid)
 	})
@@ -313,9 +172,9 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 	t.Run("a queued follow-up posted mid-turn is delivered after the turn", func(t *testing.T) {
 		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Pick a database [scenario:question]"})
 		u.waitStatus(id, "WaitingForInput")
-		m := u.enqueue(id, "Then write the migration", "Queued")
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/answer", map[string]any{"answer": "PostgreSQL"}, nil)
-		u.waitDelivered(id, m)
+		m := u.Enqueue(id, "Then write the migration", "Queued")
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/answer", map[string]any{"answer": "PostgreSQL"}, nil)
+		u.WaitDelivered(id, m)
 		u.waitReview(id)
 	})
 
@@ -323,7 +182,7 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Say hello"})
 		u.waitReview(id)
 		pid := u.sidecarPID(id)
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
 		u.waitStatus(id, "Cancelled")
 		u.waitGone(pid)
 	})
@@ -336,9 +195,9 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		pid := u.sidecarPID(id)
 		u.waitActivity(id, "integration")
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-		u.waitFor(id, "Idle without review", func(s sessionView) bool { return s.Status == "Idle" && !s.HasPendingReview })
+		u.WaitFor(id, "Idle without review", func(s uptest.Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
 		pid = u.sidecarPID(id)
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/close", nil, nil)
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/close", nil, nil)
 		u.waitStatus(id, "Completed")
 		u.waitGone(pid)
 	})
@@ -347,14 +206,14 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		var tmpl struct {
 			ID string `json:"id"`
 		}
-		u.must(http.MethodPost, "/api/agents/templates", map[string]any{
+		u.Must(http.MethodPost, "/api/agents/templates", map[string]any{
 			"name": "short pause", "modelId": "claude-sonnet-4-5", "allowedTools": []string{"Bash", "Read", "TodoWrite", "Task"},
 			"defaultBudgetCapUsd": 5, "timeouts": map[string]any{"pauseSeconds": 1},
 		}, &tmpl)
 		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Run the suite [scenario:long]", "templateId": tmpl.ID})
 		u.waitStatus(id, "Running")
 		pid := u.sidecarPID(id)
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/pause", nil, nil)
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/pause", nil, nil)
 		u.waitStatus(id, "Failed")
 		u.waitGone(pid)
 	})
@@ -369,8 +228,8 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 	t.Run("a retried session runs again", func(t *testing.T) {
 		id := u.start(map[string]any{"workingDirectory": dir(), "objective": "Break [scenario:fail]"})
 		u.waitStatus(id, "Failed")
-		u.must(http.MethodPost, "/api/agents/sessions/"+id+"/retry", map[string]any{"additionalInstruction": "Try again"}, nil)
-		u.waitFor(id, "running again", func(s sessionView) bool { return s.Status != "Queued" && s.Status != "Failed" })
+		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/retry", map[string]any{"additionalInstruction": "Try again"}, nil)
+		u.WaitFor(id, "running again", func(s uptest.Session) bool { return s.Status != "Queued" && s.Status != "Failed" })
 	})
 
 	t.Run("a sidecar killed mid-turn is started again and takes the follow-up", func(t *testing.T) {
@@ -380,11 +239,11 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		u.waitActivity(id, "integration")
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		require.Eventually(t, func() bool {
-			p := u.sidecarPIDs()[id]
+			p := u.SidecarPIDs()[id]
 			return p != 0 && p != pid
 		}, 2*wait, 20*time.Millisecond, "the sidecar was not started again")
 		u.waitStatus(id, "Idle")
-		u.followUp(id, "Report what you have", "Queued")
+		u.FollowUp(id, "Report what you have", "Queued")
 	})
 
 	t.Run("stopping up leaves no sidecar behind", func(t *testing.T) {
@@ -392,7 +251,7 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 		idle := u.start(map[string]any{"workingDirectory": dir(), "objective": "Say hello"})
 		u.waitStatus(running, "Running")
 		u.waitReview(idle)
-		pids := u.sidecarPIDs()
+		pids := u.SidecarPIDs()
 		require.NotEmpty(t, pids)
 		u.stop()
 		for id, pid := range pids {
@@ -423,7 +282,7 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 		} `json:"messages"`
 	}
 	require.Eventually(t, func() bool {
-		u.must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &queue)
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &queue)
 		return len(queue.Messages) == 1 && queue.Messages[0].Status == "Delivered"
 	}, 2*wait, 50*time.Millisecond, "no continuation was delivered")
 	continuation := queue.Messages[0].Content
@@ -437,18 +296,18 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 	u.waitActivity(id, "Validation: 1 of 1 checks failed")
 	// The continuation's turn is validated too; its failure finds the loop
 	// spent, which leaves the session Idle for its owner, not awaiting review.
-	u.waitFor(id, "Idle without review once the loop is spent", func(s sessionView) bool {
+	u.WaitFor(id, "Idle without review once the loop is spent", func(s uptest.Session) bool {
 		return s.Status == "Idle" && !s.HasPendingReview && s.Metrics.TurnCount >= 2
 	})
 	// The scenario's own first turn may be validated as well, when its
 	// result comes while the session is still Idle between the two.
-	require.Eventually(t, func() bool { return strings.Count(u.activity(id), "Validation: 1 of 1 checks failed") >= 2 },
-		2*wait, 50*time.Millisecond, "the continuation's turn was validated too: %s", u.activity(id))
+	require.Eventually(t, func() bool { return strings.Count(u.Activity(id), "Validation: 1 of 1 checks failed") >= 2 },
+		2*wait, 50*time.Millisecond, "the continuation's turn was validated too: %s", u.Activity(id))
 
 	readable := []string{"", "/messages/queue", "/activity?limit=100", "/messages", "/logs", "/tool-calls", "/metrics"}
 	for _, path := range readable {
 		var raw json.RawMessage
-		u.call(http.MethodGet, "/api/agents/sessions/"+id+path, nil, &raw)
+		u.Call(http.MethodGet, "/api/agents/sessions/"+id+path, nil, &raw)
 		for _, secret := range secrets {
 			assert.NotContains(t, string(raw), secret, "GET %s shows its owner a server secret", path)
 		}
@@ -466,7 +325,7 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 					Location string `json:"location"`
 				} `json:"errors"`
 			}
-			code := u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": dir, "objective": "x", "budgetCapUsd": 1}, &problem)
+			code := u.Call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": dir, "objective": "x", "budgetCapUsd": 1}, &problem)
 			require.Equal(t, http.StatusUnprocessableEntity, code, dir)
 			require.NotEmpty(t, problem.Errors, dir)
 			assert.Equal(t, "body.workingDirectory", problem.Errors[0].Location, dir)
@@ -486,10 +345,10 @@ func TestAFollowUpAfterARestartOfUpReachesTheResumedAgent(t *testing.T) {
 
 	u.launch()
 	require.Eventually(t, func() bool {
-		p := u.sidecarPIDs()[id]
+		p := u.SidecarPIDs()[id]
 		return p != 0 && p != pid
 	}, 2*wait, 20*time.Millisecond, "the sidecar was not started again")
-	u.followUp(id, "What did you do before?", "Queued")
+	u.FollowUp(id, "What did you do before?", "Queued")
 
 	var activity struct {
 		Items []struct {
@@ -497,7 +356,7 @@ func TestAFollowUpAfterARestartOfUpReachesTheResumedAgent(t *testing.T) {
 			Detail  string `json:"detail"`
 		} `json:"items"`
 	}
-	u.must(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &activity)
+	u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &activity)
 	var started []map[string]any
 	for _, it := range activity.Items {
 		if strings.HasPrefix(it.Summary, "Sidecar started") {

@@ -2,10 +2,7 @@ package claude_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/internal/uptest"
 )
 
 var (
@@ -55,6 +53,7 @@ func agentbusBinary(t *testing.T) string {
 // upProcess is `agentbus up` as a user runs it, with the claude engine
 // driving the real CLI against the world's scripted model.
 type upProcess struct {
+	*uptest.Client
 	t     *testing.T
 	args  []string
 	env   []string
@@ -94,6 +93,7 @@ func startUp(t *testing.T, w *world) *upProcess {
 	require.NoError(t, err)
 	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
 	t.Cleanup(func() { _ = u.redis.Close() })
+	u.Client = &uptest.Client{T: t, Base: u.base, Token: u.token, Redis: u.redis, Wait: 2 * wait}
 	return u
 }
 
@@ -134,112 +134,17 @@ func (u *upProcess) stop() {
 	}
 }
 
-func (u *upProcess) call(method, path string, body, out any) int {
-	u.t.Helper()
-	var r io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		require.NoError(u.t, err)
-		r = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, u.base+path, r)
-	require.NoError(u.t, err)
-	req.Header.Set("Authorization", "Bearer "+u.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(u.t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(u.t, err)
-	require.Less(u.t, resp.StatusCode, 300, "%s %s: %s", method, path, raw)
-	if out != nil {
-		require.NoError(u.t, json.Unmarshal(raw, out))
-	}
-	return resp.StatusCode
-}
-
-type upSession struct {
-	ID               string `json:"id"`
-	Status           string `json:"status"`
-	HasPendingReview bool   `json:"hasPendingReview"`
-	Metrics          struct {
-		TurnCount int `json:"turnCount"`
-	} `json:"metrics"`
-}
-
-func (u *upProcess) session(id string) upSession {
-	var s upSession
-	u.call(http.MethodGet, "/api/agents/sessions/"+id, nil, &s)
-	return s
-}
-
-func (u *upProcess) waitFor(id, what string, ok func(upSession) bool) upSession {
-	u.t.Helper()
-	deadline := time.Now().Add(2 * wait)
-	for {
-		s := u.session(id)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("session %s is %+v, not %s; up's log:\n%s", id, s, what, u.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // reviewAfter waits until the session's output awaits review after more
 // than turns turns.
 func (u *upProcess) reviewAfter(id string, turns int) {
 	u.t.Helper()
-	u.waitFor(id, fmt.Sprintf("Idle awaiting review after %d turns", turns+1), func(s upSession) bool {
+	u.WaitFor(id, fmt.Sprintf("Idle awaiting review after %d turns", turns+1), func(s uptest.Session) bool {
 		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > turns
 	})
 }
 
-// followUp sends a message and waits for the turn that answers it.
-func (u *upProcess) followUp(id, content, priority string) {
-	u.t.Helper()
-	turns := u.session(id).Metrics.TurnCount
-	u.call(http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue", map[string]any{"content": content, "priority": priority}, nil)
-	u.reviewAfter(id, turns)
-}
-
 // sidecarPID returns the pid of the session's running sidecar, 0 if none.
-func (u *upProcess) sidecarPID(id string) int {
-	host, err := os.Hostname()
-	require.NoError(u.t, err)
-	raw, err := u.redis.HGet(context.Background(), "agentbus:launcher:"+host+":sidecars", id).Bytes()
-	if err != nil {
-		return 0
-	}
-	var rec struct {
-		PID    int  `json:"pid"`
-		Exited bool `json:"exited"`
-	}
-	require.NoError(u.t, json.Unmarshal(raw, &rec))
-	if rec.Exited {
-		return 0
-	}
-	return rec.PID
-}
-
-// processesNaming returns the pids whose command line holds s.
-func processesNaming(s string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(raw), s) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func (u *upProcess) sidecarPID(id string) int { return u.SidecarPIDs()[id] }
 
 // TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp runs a claude
 // session through `agentbus up` as a user starts it, with the real CLI:
@@ -272,26 +177,26 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 	)
 	u := startUp(t, w)
 	var started struct {
-		Session upSession `json:"session"`
+		Session uptest.Session `json:"session"`
 	}
-	u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "kumquat",
+	u.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "kumquat",
 		"objective": "Remember the word kumquat.", "budgetCapUsd": 5}, &started)
 	id := started.Session.ID
 	u.reviewAfter(id, 0)
 	first := u.sidecarPID(id)
 	require.NotZero(t, first)
 
-	u.followUp(id, "Now say goodbye.", "Immediate")
+	u.FollowUp(id, "Now say goodbye.", "Immediate")
 	assert.Equal(t, first, u.sidecarPID(id), "one sidecar, one CLI served both turns")
 
 	u.stop()
-	assert.Empty(t, processesNaming(id), "no sidecar of the session is left once up stopped")
-	assert.Empty(t, processesNaming("--permission-prompt-tool"), "no CLI is left once up stopped")
+	assert.Empty(t, uptest.ProcessesNaming(id), "no sidecar of the session is left once up stopped")
+	assert.Empty(t, uptest.ProcessesNaming("--permission-prompt-tool"), "no CLI is left once up stopped")
 
 	u.launch()
 	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != first }, 2*wait, 50*time.Millisecond,
 		"the sidecar was not started again:\n%s", u.log)
-	u.followUp(id, "Which word was it?", "Queued")
+	u.FollowUp(id, "Which word was it?", "Queued")
 
 	// A sidecar killed outright is started again and resumes the CLI's
 	// conversation too.
@@ -299,12 +204,12 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 	require.NoError(t, syscall.Kill(second, syscall.SIGKILL))
 	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != second }, 2*wait, 50*time.Millisecond,
 		"the killed sidecar was not started again:\n%s", u.log)
-	u.followUp(id, "Spell it.", "Immediate")
+	u.FollowUp(id, "Spell it.", "Immediate")
 	assert.Zero(t, w.model.remaining(), "the model answered every scripted turn")
 
-	u.call(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
-	u.waitFor(id, "Cancelled", func(s upSession) bool { return s.Status == "Cancelled" })
-	require.Eventually(t, func() bool { return len(processesNaming(id)) == 0 }, wait, 50*time.Millisecond,
+	u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/cancel", nil, nil)
+	u.WaitFor(id, "Cancelled", func(s uptest.Session) bool { return s.Status == "Cancelled" })
+	require.Eventually(t, func() bool { return len(uptest.ProcessesNaming(id)) == 0 }, wait, 50*time.Millisecond,
 		"the cancelled session's sidecar is gone")
 	u.stop()
 }
@@ -319,13 +224,13 @@ func TestClaudePermissionLeftUnansweredIsDeniedThroughUp(t *testing.T) {
 	)
 	u := startUp(t, w)
 	var started struct {
-		Session upSession `json:"session"`
+		Session uptest.Session `json:"session"`
 	}
-	u.call(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "clean",
+	u.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "clean",
 		"objective": "Clean the build directory.", "budgetCapUsd": 5,
 		"toolApproval": map[string]any{"mode": "All", "timeoutSeconds": 2, "onTimeout": "Deny"}}, &started)
 	id := started.Session.ID
-	u.waitFor(id, "WaitingForApproval", func(s upSession) bool { return s.Status == "WaitingForApproval" })
+	u.WaitFor(id, "WaitingForApproval", func(s uptest.Session) bool { return s.Status == "WaitingForApproval" })
 	u.reviewAfter(id, 0)
 	assert.Zero(t, w.model.remaining(), "the agent was told of the denial and answered")
 	u.stop()

@@ -1,0 +1,192 @@
+// Package uptest drives a running agentbus deployment the way its users
+// do, over the HTTP API, and reads which sidecar processes its runtime
+// keeps, for the end-to-end tests of `up` and its real runtime.
+package uptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Client talks to one deployment as one user.
+type Client struct {
+	T     testing.TB
+	Base  string        // the API's base URL, http://host:port
+	Token string        // the user's bearer token
+	Redis *redis.Client // the deployment's Redis, for the runtime's records
+	// Wait bounds every wait for the system; generous, since the race
+	// detector and real processes share two cores.
+	Wait time.Duration
+}
+
+// Session is what the tests read of a session.
+type Session struct {
+	ID               string `json:"id"`
+	Status           string `json:"status"`
+	HasPendingReview bool   `json:"hasPendingReview"`
+	Metrics          struct {
+		TurnCount int `json:"turnCount"`
+	} `json:"metrics"`
+}
+
+// Call sends a request and decodes the answer into out (when not nil); it
+// returns the status code.
+func (c *Client) Call(method, path string, body, out any) int {
+	c.T.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(c.T, err)
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, c.Base+path, r)
+	require.NoError(c.T, err)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.T, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(c.T, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(c.T, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
+	}
+	return resp.StatusCode
+}
+
+// Must sends a request that must succeed.
+func (c *Client) Must(method, path string, body, out any) {
+	c.T.Helper()
+	var problem json.RawMessage
+	if out == nil {
+		out = &problem
+	}
+	code := c.Call(method, path, body, out)
+	require.Less(c.T, code, 300, "%s %s answered %d: %s", method, path, code, problem)
+}
+
+// Session reads a session.
+func (c *Client) Session(id string) Session {
+	c.T.Helper()
+	var s Session
+	c.Must(http.MethodGet, "/api/agents/sessions/"+id, nil, &s)
+	return s
+}
+
+// WaitFor waits until the session satisfies ok.
+func (c *Client) WaitFor(id, what string, ok func(Session) bool) Session {
+	c.T.Helper()
+	deadline := time.Now().Add(c.Wait)
+	for {
+		s := c.Session(id)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			c.T.Fatalf("session %s is %+v, not %s; activity: %s", id, s, what, c.Activity(id))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Activity returns the session's activity, as the API answers it.
+func (c *Client) Activity(id string) string {
+	var raw json.RawMessage
+	c.Call(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=100", nil, &raw)
+	return string(raw)
+}
+
+// Enqueue sends the session a message and returns its id.
+func (c *Client) Enqueue(id, content, priority string) string {
+	c.T.Helper()
+	var out struct {
+		MessageID string `json:"messageId"`
+	}
+	c.Must(http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue", map[string]any{"content": content, "priority": priority}, &out)
+	return out.MessageID
+}
+
+// WaitDelivered waits until the agent took the message.
+func (c *Client) WaitDelivered(id, messageID string) {
+	c.T.Helper()
+	deadline := time.Now().Add(c.Wait)
+	for {
+		var q struct {
+			Messages []struct {
+				MessageID string `json:"messageId"`
+				Status    string `json:"status"`
+			} `json:"messages"`
+		}
+		c.Must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &q)
+		for _, m := range q.Messages {
+			if m.MessageID == messageID && m.Status == "Delivered" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.T.Fatalf("message %s of session %s not delivered: %+v; session %+v", messageID, id, q.Messages, c.Session(id))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// FollowUp sends a message and waits until the agent took it and the
+// turn that answers it ended with output awaiting review.
+func (c *Client) FollowUp(id, content, priority string) {
+	c.T.Helper()
+	before := c.Session(id).Metrics.TurnCount
+	c.WaitDelivered(id, c.Enqueue(id, content, priority))
+	c.WaitFor(id, "Idle awaiting review after the follow-up's turn", func(s Session) bool {
+		return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount > before
+	})
+}
+
+// SidecarPIDs returns the pid of each running sidecar the runtime records.
+func (c *Client) SidecarPIDs() map[string]int {
+	c.T.Helper()
+	host, err := os.Hostname()
+	require.NoError(c.T, err)
+	recs, err := c.Redis.HGetAll(context.Background(), "agentbus:launcher:"+host+":sidecars").Result()
+	require.NoError(c.T, err)
+	out := map[string]int{}
+	for id, raw := range recs {
+		var rec struct {
+			PID    int  `json:"pid"`
+			Exited bool `json:"exited"`
+		}
+		require.NoError(c.T, json.Unmarshal([]byte(raw), &rec))
+		if !rec.Exited {
+			out[id] = rec.PID
+		}
+	}
+	return out
+}
+
+// ProcessesNaming returns the pids whose command line holds s.
+func ProcessesNaming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(raw), s) {
+			continue
+		}
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
