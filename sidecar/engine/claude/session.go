@@ -433,15 +433,27 @@ func withAnswers(input json.RawMessage, answer string) json.RawMessage {
 // when the permission policy wants approval or the tool is outside the
 // allowed tools, even for calls the CLI would run without asking.
 func (s *session) hook(ctx context.Context, req controlRequest) any {
+	if req.CallbackID != hookPreToolUse {
+		return hookOutput{}
+	}
 	var in hookInput
-	_ = json.Unmarshal(req.Input, &in)
-	if req.CallbackID != hookPreToolUse || in.HookEventName != "PreToolUse" {
+	decodeErr := json.Unmarshal(req.Input, &in)
+	if decodeErr == nil && in.HookEventName != "PreToolUse" {
 		return hookOutput{}
 	}
 	if err := s.host.SafePoint(ctx); err != nil {
 		return hookOutput{HookSpecificOutput: &preToolUseOutput{
 			HookEventName: "PreToolUse", PermissionDecision: protocol.BehaviorDeny,
 			PermissionDecisionReason: "The turn was cut short.",
+		}}
+	}
+	if decodeErr != nil {
+		// A call this engine cannot read could be any tool: having the CLI
+		// ask lets the host's policy decide instead of waving it through.
+		s.log.Warn("unreadable PreToolUse hook input; the call is put to the permission policy", "err", decodeErr)
+		return hookOutput{HookSpecificOutput: &preToolUseOutput{
+			HookEventName: "PreToolUse", PermissionDecision: "ask",
+			PermissionDecisionReason: "The tool call could not be read, so the session's permission policy decides.",
 		}}
 	}
 	if in.ToolName == toolAskUserQuestion || in.ToolName == toolExitPlanMode {
