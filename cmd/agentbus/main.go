@@ -4,13 +4,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/agentbus/agentbus/cmd/agentbus/cli"
 )
+
+func runSessionsCLI(ctx context.Context, args []string) error {
+	return cli.Sessions(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runPoolCLI(ctx context.Context, args []string) error {
+	return cli.Pool(ctx, args, os.Stdout, os.Stderr)
+}
 
 // command is one subcommand of the agentbus binary.
 type command struct {
@@ -19,14 +30,16 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"api":     {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
-	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
-	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
-	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
-	"sidecar": {"run one agent session's sidecar", runSidecar},
-	"token":   {"print a development bearer token: token --user <id>", runToken},
-	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
-	"worker":  {"run one worker alone: worker <name> (worker -h lists them)", runWorker},
+	"api":      {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
+	"migrate":  {"apply the database migrations (DATABASE_URL)", runMigrate},
+	"openapi":  {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
+	"pool":     {"show your session pool, or size it: pool [--max N] (AGENTBUS_API, AGENTBUS_TOKEN)", runPoolCLI},
+	"relay":    {"bridge sidecar Redis streams and JetStream", runRelay},
+	"sessions": {"list, start, steer, watch and control your sessions (sessions help)", runSessionsCLI},
+	"sidecar":  {"run one agent session's sidecar", runSidecar},
+	"token":    {"print a development bearer token: token --user <id>", runToken},
+	"up":       {"run the whole stack in one process, on embedded defaults", runUp},
+	"worker":   {"run one worker alone: worker <name> (worker -h lists them)", runWorker},
 }
 
 func main() {
@@ -44,6 +57,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		// The commands for people say what went wrong in a line, and say
+		// by their exit code what kind of failure it was.
+		var exit interface{ ExitCode() int }
+		if errors.As(err, &exit) {
+			fmt.Fprintln(os.Stderr, "agentbus: "+err.Error())
+			os.Exit(exit.ExitCode())
+		}
 		slog.Error("agentbus "+os.Args[1]+" failed", "error", err)
 		os.Exit(1)
 	}
@@ -59,4 +79,5 @@ func usage() {
 	for _, name := range names {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
+	fmt.Fprint(os.Stderr, "\n"+cli.ExitCodesHelp)
 }
