@@ -102,7 +102,7 @@ type feedItem struct {
 	OccurredAt time.Time       `json:"occurredAt"`
 }
 
-const indent = "                    " // continuation lines start under the text
+const indent = "                     " // continuation lines start under the text
 
 func (r *renderer) render(ev client.Event) error {
 	var it feedItem
@@ -150,7 +150,7 @@ func (r *renderer) delta(it feedItem) error {
 		if err := r.closeLine(); err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(r.w, "%s  %-10s", clock(it.OccurredAt), speaker("")); err != nil {
+		if _, err := fmt.Fprintf(r.w, "%s  %-10s ", clock(it.OccurredAt), speaker("")); err != nil {
 			return err
 		}
 		r.open = block
