@@ -15,14 +15,6 @@ import (
 	"github.com/agentbus/agentbus/cmd/agentbus/cli"
 )
 
-func runSessionsCLI(ctx context.Context, args []string) error {
-	return cli.Sessions(ctx, args, os.Stdout, os.Stderr)
-}
-
-func runPoolCLI(ctx context.Context, args []string) error {
-	return cli.Pool(ctx, args, os.Stdout, os.Stderr)
-}
-
 // command is one subcommand of the agentbus binary.
 type command struct {
 	summary string
@@ -30,16 +22,14 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"api":      {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
-	"migrate":  {"apply the database migrations (DATABASE_URL)", runMigrate},
-	"openapi":  {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
-	"pool":     {"show your session pool, or size it: pool [--max N] (AGENTBUS_API, AGENTBUS_TOKEN)", runPoolCLI},
-	"relay":    {"bridge sidecar Redis streams and JetStream", runRelay},
-	"sessions": {"list, start, steer, watch and control your sessions (sessions help)", runSessionsCLI},
-	"sidecar":  {"run one agent session's sidecar", runSidecar},
-	"token":    {"print a development bearer token: token --user <id>", runToken},
-	"up":       {"run the whole stack in one process, on embedded defaults", runUp},
-	"worker":   {"run one worker alone: worker <name> (worker -h lists them)", runWorker},
+	"api":     {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
+	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
+	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
+	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
+	"sidecar": {"run one agent session's sidecar", runSidecar},
+	"token":   {"print a development bearer token: token --user <id>", runToken},
+	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
+	"worker":  {"run one worker alone: worker <name> (worker -h lists them)", runWorker},
 }
 
 func main() {
