@@ -97,3 +97,35 @@ func TestFollowSessionStopsWhenTheHandlerSays(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, got)
 }
+
+// TestFollowSessionTakesASilentStreamForLost serves a stream that goes
+// silent, heartbeats included, as a connection lost without a word does.
+func TestFollowSessionTakesASilentStreamForLost(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n := len(asked)
+		asked = append(asked, r.Header.Get("Last-Event-ID"))
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusGone)
+			fmt.Fprint(w, `{"status":410,"title":"Gone"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 1\nevent: event\ndata: {}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	var lostWith error
+	c := &Client{Base: srv.URL}
+	err := c.FollowSession(context.Background(), "s1", Follow{Idle: 200 * time.Millisecond, Lost: func(_ string, err error) { lostWith = err }},
+		func(Event) error { return nil })
+	require.Error(t, err)
+	require.Error(t, lostWith)
+	assert.Contains(t, lostWith.Error(), "no heartbeat for 200ms")
+	assert.Equal(t, []string{"", "1"}, asked)
+}
