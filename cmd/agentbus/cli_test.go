@@ -219,14 +219,22 @@ func TestCLI(t *testing.T) {
 		patient.WaitFor(long, "Paused", func(s uptest.Session) bool { return s.Status == "Paused" })
 		c.fails(4, "AgentSession is Paused", "sessions", "pause", long)
 		assert.Equal(t, long+" Resuming\n", c.must("sessions", "resume", long))
-		u.waitStatus(long, "Running")
-		c.fails(4, "AgentSession is Running", "sessions", "resume", long)
-		assert.Equal(t, long+" Interrupting\n", c.must("sessions", "interrupt", long))
-		u.waitStatus(long, "Interrupted")
-		c.fails(4, "AgentSession is Interrupted", "sessions", "interrupt", long)
+		// Running again, or Idle already when the pause came after the tool call.
+		u.WaitFor(long, "resumed", func(s uptest.Session) bool { return s.Status == "Running" || s.Status == "Idle" })
+		c.fails(4, "Conflict", "sessions", "resume", long)
 		assert.Equal(t, long+" Cancelling\n", c.must("sessions", "cancel", long))
 		u.waitStatus(long, "Cancelled")
 		c.fails(4, "AgentSession is Cancelled", "sessions", "cancel", long)
+
+		// An interrupt cuts the tool call short.
+		long = c.id("sessions", "start", "Run the suite [scenario:long]", "--dir", "cli-interrupt", "--budget", "5")
+		u.waitStatus(long, "Running")
+		u.waitActivity(long, "integration")
+		assert.Equal(t, long+" Interrupting\n", c.must("sessions", "interrupt", long))
+		u.waitStatus(long, "Interrupted")
+		c.fails(4, "AgentSession is Interrupted", "sessions", "interrupt", long)
+		c.must("sessions", "cancel", long)
+		u.waitStatus(long, "Cancelled")
 	})
 
 	t.Run("an output rejected and retried; an idle session closed", func(t *testing.T) {
