@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,7 +44,7 @@ func Pool(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		t.row(fmt.Sprint(p.ActiveCount), fmt.Sprint(p.MaxCount), fmt.Sprint(p.AvailableSlots), percent(p.Percentage))
 		return t.flush()
 	}()
-	if err == flag.ErrHelp {
+	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return apiError(err)

@@ -32,7 +32,7 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.w.Flush() }
 
-// printJSON prints the API's JSON indented, one document per line group.
+// printJSON prints the API's JSON, indented.
 func (e *env) printJSON(raw json.RawMessage) error {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
