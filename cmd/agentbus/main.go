@@ -4,12 +4,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/agentbus/agentbus/cmd/agentbus/cli"
 )
 
 // command is one subcommand of the agentbus binary.
@@ -44,6 +47,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		// The commands for people say what went wrong in a line, and say
+		// by their exit code what kind of failure it was.
+		var exit interface{ ExitCode() int }
+		if errors.As(err, &exit) {
+			fmt.Fprintln(os.Stderr, "agentbus: "+err.Error())
+			os.Exit(exit.ExitCode())
+		}
 		slog.Error("agentbus "+os.Args[1]+" failed", "error", err)
 		os.Exit(1)
 	}
@@ -59,4 +69,5 @@ func usage() {
 	for _, name := range names {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
 	}
+	fmt.Fprint(os.Stderr, "\n"+cli.ExitCodesHelp)
 }

@@ -27,10 +27,12 @@ func TestREADMEWalkthrough(t *testing.T) {
 	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(doc[i:])
 	require.NotNil(t, block)
 
+	bin := buildAgentbus(t)
 	u := startUpWithRuntime(t)
 	stream := filepath.Join(t.TempDir(), "stream.out")
+	watch := filepath.Join(t.TempDir(), "watch.out")
 	var script []string
-	streamed := false
+	streamed, watched := false, false
 	for _, line := range strings.Split(block[1], "\n") {
 		switch {
 		case strings.HasPrefix(line, "export TOKEN="):
@@ -38,14 +40,20 @@ func TestREADMEWalkthrough(t *testing.T) {
 		case strings.HasPrefix(line, "curl -N "):
 			line = "timeout 120 " + line + " > " + stream + " 2>&1 &"
 			streamed = true
+		case strings.HasPrefix(line, "agentbus sessions watch "):
+			line = "timeout 120 " + line + " > " + watch + " 2>&1 &"
+			watched = true
 		}
 		script = append(script, strings.ReplaceAll(line, "localhost:8080", strings.TrimPrefix(u.base, "http://")))
 	}
 	require.True(t, streamed, "the walkthrough follows the session live")
+	require.True(t, watched, "the walkthrough follows the session live with the command line")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n")+"\n")
+	// agentbus is on the PATH of a user who built it.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the walkthrough failed:\n%s", out)
@@ -60,5 +68,21 @@ func TestREADMEWalkthrough(t *testing.T) {
 	require.NoError(t, err)
 	for _, ev := range []string{"session_input_received", "agent_session_approved"} {
 		assert.Contains(t, string(got), ev, "the live stream shows the session's events")
+	}
+
+	// The command line's steps: the session's table row, its approval,
+	// the refused second approval, and the watch that ended with it.
+	assert.Regexp(t, `(?m)^[0-9a-f-]{36}\s+Pick a database \[scenario:question\]\s+Completed\s`, string(out))
+	assert.Regexp(t, `(?m)^Question\s+Which database should the service use\? \[PostgreSQL \| SQLite\]$`, string(out))
+	assert.Regexp(t, `(?m)^[0-9a-f-]{36} Completed$`, string(out))
+	assert.Contains(t, string(out), "exit code 4")
+	require.Eventually(t, func() bool {
+		got, _ := os.ReadFile(watch)
+		return strings.HasSuffix(string(got), "● agent session approved\n")
+	}, wait, 100*time.Millisecond, "watch did not end with the approved session")
+	got, err = os.ReadFile(watch)
+	require.NoError(t, err)
+	for _, line := range []string{"assistant  Going with PostgreSQL.", "● session input received answer=PostgreSQL"} {
+		assert.Contains(t, string(got), line, "watch shows the session's events")
 	}
 }

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/agentbus/agentbus/cmd/agentbus/cli"
+)
+
+// The commands for people at a terminal, clients of the HTTP API.
+func init() {
+	commands["sessions"] = command{"list, start, steer, watch and control your sessions (sessions help)", runSessions}
+	commands["pool"] = command{"show your session pool, or size it: pool [--max N]", runPoolCommand}
+}
+
+func runSessions(ctx context.Context, args []string) error {
+	return cli.Sessions(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runPoolCommand(ctx context.Context, args []string) error {
+	return cli.Pool(ctx, args, os.Stdout, os.Stderr)
+}

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// table writes aligned columns for people.
+type table struct{ w *tabwriter.Writer }
+
+// newTable starts a table with the header when it is given.
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{w: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		// A tab or newline in a cell would break the columns.
+		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+	}
+	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.w.Flush() }
+
+// printJSON prints the API's JSON, indented.
+func (e *env) printJSON(raw json.RawMessage) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := b.WriteTo(e.out)
+	return err
+}
+
+// statusText is a session's status as people read it: Idle with output
+// awaiting review is said so.
+func statusText(status string, pendingReview bool) string {
+	if status == "Idle" && pendingReview {
+		return "Idle (awaiting review)"
+	}
+	return status
+}
+
+func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }
+
+func percent(v float64) string { return fmt.Sprintf("%.0f%%", v) }
+
+// when is a time in UTC to the second, as tables show it.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// oneLine is s on one line, cut to at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentbus/agentbus/internal/client"
+)
+
+// Sessions runs `agentbus sessions <subcommand>`.
+func Sessions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "sessions", sessionCommands, args, stdout, stderr)
+}
+
+var sessionCommands = []subcommand{
+	{"ls [--status S] [--page N] [--page-size N]", "list your sessions, newest first", sessionsList},
+	{"show ID", "show a session: status, cost, context, what it waits for", sessionsShow},
+	{"start OBJECTIVE [--dir D] [--budget USD] [...]", "start a session; prints its id", sessionsStart},
+	{"steer ID TEXT", "send the agent a message now (Immediate); prints its id", sessionsSteer},
+	{"queue ID [TEXT] [--cancel MESSAGE]", "list the message queue, or add TEXT for the next turn", sessionsQueue},
+	{"promote ID MESSAGE", "make a queued message Immediate", sessionsPromote},
+	{"pause ID", "pause a running session (Pausing, then Paused)", control("pause")},
+	{"resume ID", "resume a paused session (Resuming, then Running)", control("resume")},
+	{"interrupt ID", "interrupt the running turn", control("interrupt")},
+	{"cancel ID", "cancel a session", control("cancel")},
+	{"answer ID TEXT", "answer the session's pending question", sessionsAnswer},
+	{"approve ID", "approve the output awaiting review: Completed", control("approve")},
+	{"reject ID [--reason TEXT]", "reject the output awaiting review: Failed", sessionsReject},
+	{"retry ID [--instruction TEXT]", "run a failed session again", sessionsRetry},
+	{"close ID", "close an Idle session without output: Completed", control("close")},
+	{"watch ID [--new]", "follow a session live until it is Completed or Cancelled", sessionsWatch},
+}
+
+func sessionsList(e *env, fs *flag.FlagSet, args []string) error {
+	status := fs.String("status", "", "only the sessions in this status (Running, Idle, Paused, …)")
+	page := fs.Int("page", 0, "the page, from 1")
+	pageSize := fs.Int("page-size", 0, "sessions per page (default 20, at most 100)")
+	if _, err := e.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	list, err := e.client.Sessions(e.ctx, *status, *page, *pageSize)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(list.JSON)
+	}
+	t := newTable(e.out, "ID", "NAME", "STATUS", "COST", "CONTEXT", "TURNS", "CREATED")
+	for _, s := range list.Value.Items {
+		t.row(s.ID, s.Name, statusText(s.Status, s.HasPendingReview), usd(s.TotalCostUsd),
+			percent(s.ContextWindowUsagePercent), fmt.Sprint(s.TurnCount), when(s.CreatedAt))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if l := list.Value; l.Page*l.PageSize < l.Total {
+		fmt.Fprintf(e.err, "page %d of %d sessions; --page %d for more\n", l.Page, l.Total, l.Page+1)
+	}
+	return nil
+}
+
+func sessionsShow(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := e.client.Session(e.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(s.JSON)
+	}
+	return showSession(e.out, s.Value)
+}
+
+func showSession(w io.Writer, s client.Session) error {
+	t := newTable(w)
+	t.row("ID", s.ID)
+	t.row("Name", s.Name)
+	t.row("Status", statusText(s.Status, s.HasPendingReview))
+	t.row("Objective", oneLine(s.Objective, 100))
+	t.row("Directory", s.WorkingDirectory)
+	t.row("Model", s.ModelID)
+	t.row("Cost", fmt.Sprintf("%s of %s (%s)", usd(s.Budget.EstimatedCostUsd), usd(s.Budget.HardCapUsd), percent(s.Budget.PercentUsed)))
+	t.row("Context", percent(s.Metrics.ContextWindowUsagePercent))
+	t.row("Turns", fmt.Sprint(s.Metrics.TurnCount))
+	t.row("Created", when(s.CreatedAt))
+	if s.ChainID != "" {
+		t.row("Chain", s.ChainID)
+	}
+	if q := s.PendingQuestion; q != nil {
+		question := oneLine(q.Content, 100)
+		if len(q.Options) > 0 {
+			question += " [" + strings.Join(q.Options, " | ") + "]"
+		}
+		t.row("Question", question)
+	}
+	if p := s.PendingPermission; p != nil {
+		t.row("Permission", fmt.Sprintf("%s %s (request %s)", p.ToolName, oneLine(p.Input, 80), p.RequestID))
+	}
+	if p := s.Plan; p != nil {
+		t.row("Plan", p.Status+": "+oneLine(p.Content, 80))
+	}
+	if o := s.Output; o != nil {
+		out := fmt.Sprintf("%d files changed, %d tests added", o.FilesChanged, o.TestsAdded)
+		if o.AllTestsPassing {
+			out += ", all tests passing"
+		}
+		if o.CommitSha != "" {
+			out += ", commit " + o.CommitSha
+		}
+		t.row("Output", out)
+	}
+	if f := s.Failure; f != nil {
+		t.row("Failure", strings.TrimSuffix(f.Reason+": "+oneLine(f.Message, 100), ": "))
+	}
+	return t.flush()
+}
+
+func sessionsStart(e *env, fs *flag.FlagSet, args []string) error {
+	var req client.StartSession
+	fs.StringVar(&req.WorkingDirectory, "dir", "", "the working directory, in your part of the workspace (relative to it, or absolute inside it)")
+	fs.StringVar(&req.Name, "name", "", "the session's name (default: from the objective)")
+	fs.StringVar(&req.TemplateID, "template", "", "the template to start from")
+	fs.StringVar(&req.ModelID, "model", "", "the model (default: the template's)")
+	budget := fs.Float64("budget", 0, "the budget cap in USD (required without --template)")
+	var skills listFlag
+	fs.Var(&skills, "skill", "a skill to enable (repeatable)")
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	req.Objective = pos[0]
+	req.SkillIDs = skills
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "budget" {
+			req.BudgetCapUsd = budget
+		}
+	})
+	started, err := e.client.Start(e.ctx, req)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(started.JSON)
+	}
+	_, err = fmt.Fprintln(e.out, started.Value.Session.ID)
+	return err
+}
+
+func sessionsSteer(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	return e.enqueue(pos[0], pos[1], client.Immediate)
+}
+
+func (e *env) enqueue(id, content, priority string) error {
+	q, err := e.client.Enqueue(e.ctx, id, content, priority)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(q.JSON)
+	}
+	_, err = fmt.Fprintln(e.out, q.Value.MessageID)
+	return err
+}
+
+func sessionsQueue(e *env, fs *flag.FlagSet, args []string) error {
+	cancel := fs.String("cancel", "", "withdraw this pending message instead")
+	pos, err := e.parse(fs, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	var q client.Answer[client.MessageQueue]
+	switch {
+	case len(pos) == 2 && *cancel != "":
+		return usageError("sessions queue: TEXT and --cancel exclude each other")
+	case len(pos) == 2:
+		return e.enqueue(pos[0], pos[1], client.Queued)
+	case *cancel != "":
+		q, err = e.client.CancelMessage(e.ctx, pos[0], *cancel)
+	default:
+		q, err = e.client.Queue(e.ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	return e.printQueue(q)
+}
+
+func sessionsPromote(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	q, err := e.client.Promote(e.ctx, pos[0], pos[1])
+	if err != nil {
+		return err
+	}
+	return e.printQueue(q)
+}
+
+func (e *env) printQueue(q client.Answer[client.MessageQueue]) error {
+	if e.json {
+		return e.printJSON(q.JSON)
+	}
+	t := newTable(e.out, "SEQ", "MESSAGE", "PRIORITY", "STATUS", "SOURCE", "CONTENT")
+	for _, m := range q.Value.Messages {
+		t.row(fmt.Sprint(m.Sequence), m.MessageID, m.Priority, m.Status, m.Source, oneLine(m.Content, 60))
+	}
+	return t.flush()
+}
+
+// control runs a command of the session that takes no input.
+func control(verb string) func(e *env, fs *flag.FlagSet, args []string) error {
+	return func(e *env, fs *flag.FlagSet, args []string) error {
+		pos, err := e.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		s, err := e.client.Control(e.ctx, pos[0], verb)
+		return e.printStatus(s, err)
+	}
+}
+
+func sessionsAnswer(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	s, err := e.client.Answer(e.ctx, pos[0], pos[1])
+	return e.printStatus(s, err)
+}
+
+func sessionsReject(e *env, fs *flag.FlagSet, args []string) error {
+	reason := fs.String("reason", "", "why the output is rejected")
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := e.client.Reject(e.ctx, pos[0], *reason)
+	return e.printStatus(s, err)
+}
+
+func sessionsRetry(e *env, fs *flag.FlagSet, args []string) error {
+	instruction := fs.String("instruction", "", "an additional instruction for the new attempt")
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := e.client.Retry(e.ctx, pos[0], *instruction)
+	return e.printStatus(s, err)
+}
+
+// printStatus prints the session a command answered with: its id and its
+// status after the command.
+func (e *env) printStatus(s client.Answer[client.Session], err error) error {
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(s.JSON)
+	}
+	_, err = fmt.Fprintf(e.out, "%s %s\n", s.Value.ID, statusText(s.Value.Status, s.Value.HasPendingReview))
+	return err
+}
+
+// listFlag is a flag that may be given more than once.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
