@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,10 +44,11 @@ type Deployment struct {
 	Log       *slog.Logger
 	passwords map[string]string
 
-	mu    sync.Mutex
-	procs map[string]*proc // by component name
-	pg    *localserver.Postgres
-	redis *localserver.Redis
+	mu       sync.Mutex
+	stopping bool
+	procs    map[string]*proc // by component name
+	pg       *localserver.Postgres
+	redis    *localserver.Redis
 }
 
 // Build builds the agentbus binary from the module at root and nats-server
@@ -400,12 +400,12 @@ func (d *Deployment) Kill(ctx context.Context, name string) (bool, error) {
 		if err != nil || len(pids) == 0 {
 			return false, err
 		}
-		ids := make([]string, 0, len(pids))
-		for id := range pids {
-			ids = append(ids, id)
+		var pid int
+		for _, p := range pids {
+			pid = p
+			break
 		}
-		slices.Sort(ids)
-		return true, syscall.Kill(pids[ids[0]], syscall.SIGKILL)
+		return true, syscall.Kill(pid, syscall.SIGKILL)
 	}
 	d.mu.Lock()
 	p := d.procs[name]
@@ -464,6 +464,7 @@ func (d *Deployment) SidecarPIDs(ctx context.Context) (map[string]int, error) {
 // Stop stops every process, then the sidecars left, then the servers.
 func (d *Deployment) Stop() {
 	d.mu.Lock()
+	d.stopping = true
 	procs := d.procs
 	d.mu.Unlock()
 	var wg sync.WaitGroup

@@ -16,7 +16,7 @@ import (
 )
 
 // Workload drives sessions over the HTTP API as a user does: it starts
-// sessions, sends them steering and queued messages, and cancels them. Every request
+// sessions and sends them steering and queued messages. Every request
 // carries an Idempotency-Key and is repeated with it until it gets an
 // answer, as a client must across an api crash; what got a 2xx is recorded
 // for the checks.
@@ -41,8 +41,6 @@ type Workload struct {
 type Session struct {
 	ID       string
 	Messages []string
-	// Cancelled is set when a cancel of the session was accepted.
-	Cancelled bool
 }
 
 // Sessions returns the sessions started so far.
@@ -122,13 +120,6 @@ func (w *Workload) drive(ctx context.Context, rng *rand.Rand, name string) {
 			s.Messages = append(s.Messages, msg.MessageID)
 			w.mu.Unlock()
 		}
-	}
-	// Done with it: the session gives its pool slot back.
-	var ack json.RawMessage
-	if w.send(ctx, http.MethodPost, "/api/agents/sessions/"+s.ID+"/cancel", nil, &ack) {
-		w.mu.Lock()
-		s.Cancelled = true
-		w.mu.Unlock()
 	}
 }
 
