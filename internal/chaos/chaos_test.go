@@ -66,6 +66,16 @@ func TestChaos(t *testing.T) {
 	d := &Deployment{Dir: dir, Bin: bin, NATSBin: natsBin, Secret: "chaos-secret-" + uuid.NewString(),
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	t.Cleanup(d.Stop)
+	t.Cleanup(func() {
+		// The deployment's directory goes with the test: keep its logs
+		// of a failed run.
+		if t.Failed() {
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("agentbus-chaos-logs-%d", s))
+			if err := os.CopyFS(keep, os.DirFS(filepath.Join(dir, "log"))); err == nil {
+				t.Logf("the deployment's logs: %s", keep)
+			}
+		}
+	})
 	require.NoError(t, d.Start(ctx, "../../nats/users.conf"), "deployment logs in %s", filepath.Join(dir, "log"))
 
 	owner := uuid.NewString()
