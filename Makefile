@@ -11,7 +11,7 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: deps build run test fuzz bench tools clean
+.PHONY: deps build run test fuzz bench chaos tools clean
 
 ## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, and the Claude Code CLI
 deps:
@@ -70,6 +70,17 @@ fuzz:
 	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The chaos suite's full run: CHAOS_KILLS kills of random processes of the
+# multi-process deployment (CHAOS_SEED=<seed> replays a run; its table and
+# seed are printed). `make test` runs it with a dozen kills.
+CHAOS_KILLS ?= 220
+CHAOS_SEED ?= 0
+
+## chaos: kill -9 random processes of the multi-process deployment CHAOS_KILLS times while sessions stream, then check nothing was lost or doubled
+chaos: deps
+	$(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./internal/chaos \
+	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.gap-min 700ms -chaos.gap-max 1700ms
 
 ## bench: run the Go benchmarks and print a table
 bench: deps

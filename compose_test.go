@@ -2,11 +2,13 @@ package agentbus_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,8 +61,12 @@ func TestComposeRunsAThreeNodeNatsCluster(t *testing.T) {
 		svc, ok := project.Services[name]
 		require.True(t, ok, "service %s missing", name)
 		require.NotNil(t, svc.HealthCheck, "%s has no health check", name)
-		require.Len(t, svc.Volumes, 2, "%s mounts its config and its JetStream store", name)
-		assert.FileExists(t, svc.Volumes[0].Source)
+		require.Len(t, svc.Volumes, 2, "%s mounts its configs and its JetStream store", name)
+		require.Len(t, svc.Command, 2, name)
+		conf, ok := strings.CutPrefix(svc.Command[1], svc.Volumes[0].Target+"/")
+		require.True(t, ok, "%s reads its config from the mounted folder", name)
+		assert.FileExists(t, filepath.Join(svc.Volumes[0].Source, conf))
+		assert.FileExists(t, filepath.Join(svc.Volumes[0].Source, "users.conf"), "the users the config includes")
 	}
 	for _, name := range []string{"redis", "postgres"} {
 		svc, ok := project.Services[name]
@@ -90,4 +96,36 @@ func TestComposeSharesTheWorkspace(t *testing.T) {
 	assert.Equal(t, sources[0], sources[1], "one workspace for all")
 	assert.Equal(t, sources[0], sources[2], "one workspace for all")
 	assert.Empty(t, project.Services["worker-autocontinue"].Volumes)
+}
+
+// TestComposeConnectsEachComponentAsItsNatsUser: every component connects
+// as the user of nats/users.conf named after it, with the password the
+// NATS servers are given for that user.
+func TestComposeConnectsEachComponentAsItsNatsUser(t *testing.T) {
+	project := loadCompose(t)
+	natsEnv := project.Services["nats-1"].Environment
+	for key, value := range natsEnv {
+		if strings.HasPrefix(key, "NATS_PASSWORD_") {
+			t.Setenv(key, *value)
+		}
+	}
+	opts, err := server.ProcessConfigFile("nats/cluster/node-1.conf")
+	require.NoError(t, err, "the node config loads with the passwords compose gives it")
+	passwords := map[string]string{}
+	for _, u := range opts.Users {
+		passwords[u.Username] = u.Password
+	}
+	seen := map[string]string{}
+	for _, name := range append(longRunning, "worker-scheduler") {
+		svc := project.Services[name]
+		user := strings.TrimPrefix(name, "worker-")
+		require.NotNil(t, svc.Environment["NATS_USER"], "%s connects as a user", name)
+		assert.Equal(t, user, *svc.Environment["NATS_USER"], "%s connects as its own user", name)
+		require.Contains(t, passwords, user, "nats/users.conf has a user %s", user)
+		require.NotNil(t, svc.Environment["NATS_PASSWORD"], name)
+		assert.Equal(t, passwords[user], *svc.Environment["NATS_PASSWORD"], "%s has its user's password", name)
+		assert.NotContains(t, seen, user, "%s shares its user with %s", name, seen[user])
+		seen[user] = name
+	}
+	assert.Contains(t, passwords, "operator", "a user for people and the nats CLI")
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
 )
 
 // Session states in the relay_sessions bucket.
@@ -33,11 +35,16 @@ type SessionRecord struct {
 // SessionsKV creates or opens the relay_sessions bucket: one key per session
 // to relay, written by Activate and Deactivate.
 func SessionsKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	replicas, err := bucketReplicas(ctx, js)
+	if err != nil {
+		return nil, err
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      SessionsBucket,
 		Description: "Sessions whose Redis streams the relays bridge, with the relay holding each (its lease).",
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("relay: bucket %s: %w", SessionsBucket, err)
@@ -48,7 +55,12 @@ func SessionsKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue
 // membersKV creates or opens the relay_members bucket, where each live relay
 // keeps a heartbeat key that expires after ttl.
 func membersKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
+	replicas, err := bucketReplicas(ctx, js)
+	if err != nil {
+		return nil, err
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Replicas:    replicas,
 		Bucket:      MembersBucket,
 		Description: "Heartbeats of the live relays; a key expires when its relay stops renewing it.",
 		History:     1,
@@ -62,6 +74,21 @@ func membersKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (
 		return nil, fmt.Errorf("relay: bucket %s: %w", MembersBucket, err)
 	}
 	return kv, nil
+}
+
+// bucketReplicas returns the replicas of the raw events stream, for the
+// relay's buckets: on a cluster they must survive the loss of a node as the
+// streams do, or the relay stops with the node holding its leases. Before
+// the streams exist it is 0, the server's default.
+func bucketReplicas(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, bus.StreamSidecarEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("relay: replicas of %s: %w", bus.StreamSidecarEvents, err)
+	}
+	return s.CachedInfo().Config.Replicas, nil
 }
 
 // Activate marks a session as one to relay; whoever allocates a session calls

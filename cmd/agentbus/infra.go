@@ -141,13 +141,27 @@ func (in *infra) connectRedis(ctx context.Context, url string) error {
 
 // connectNATS connects to url and provisions the streams and consumers.
 func (in *infra) connectNATS(ctx context.Context, url string, replicas int) error {
-	nc, js, err := bus.Connect(ctx, url, nats.Name("agentbus"))
+	nc, js, err := bus.Connect(ctx, url, append([]nats.Option{nats.Name("agentbus")}, natsAuth()...)...)
 	if err != nil {
 		return err
 	}
 	in.NC, in.JS, in.NATSURL = nc, js, url
 	in.onClose(func() { _ = nc.Drain() })
 	return bus.ProvisionWith(ctx, js, bus.ProvisionOptions{Replicas: replicas})
+}
+
+// natsAuth returns the credentials of this component's NATS user:
+// NATS_CREDS names a credentials file, else NATS_USER and NATS_PASSWORD
+// (nats/users.conf has one user per component). A user and password in
+// NATS_URL itself work as well, and take precedence over these.
+func natsAuth() []nats.Option {
+	if creds := os.Getenv("NATS_CREDS"); creds != "" {
+		return []nats.Option{nats.UserCredentials(creds)}
+	}
+	if user := os.Getenv("NATS_USER"); user != "" {
+		return []nats.Option{nats.UserInfo(user, os.Getenv("NATS_PASSWORD"))}
+	}
+	return nil
 }
 
 // startPrivatePostgres runs Postgres from the machine's binaries under dir

@@ -188,3 +188,16 @@ func unprivileged() (*syscall.Credential, error) {
 	}
 	return nil, errors.New("running as root and no unprivileged user (postgres or nobody) to run Postgres as")
 }
+
+// Kill stops the server and its backends abruptly, as a crash would (they
+// share the server's process group); crash tests use it.
+func (p *Postgres) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Restart starts a new server on the same directory and port, as an
+// operator restarting Postgres would; it recovers from its write-ahead log.
+func (p *Postgres) Restart(ctx context.Context) (*Postgres, error) {
+	return StartPostgres(ctx, p.cfg)
+}

@@ -214,6 +214,9 @@ type record struct {
 	Exited bool `json:"exited,omitempty"`
 	// Crashes are the unix ms times of its recent exits without an end.
 	Crashes []int64 `json:"crashes,omitempty"`
+	// RedisPasswordSHA256 is the hash of its Redis user's password, to
+	// restore the user should Redis lose it.
+	RedisPasswordSHA256 string `json:"redis_password_sha256,omitempty"`
 }
 
 // New returns a launcher; call Start before starting sessions.
@@ -245,6 +248,8 @@ func (l *Launcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.wg.Add(1)
+	go l.keepRedisUsers()
 	for id, rec := range recs {
 		p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, gone: make(chan struct{})}
 		if rec.Exited {

@@ -438,3 +438,46 @@ func TestEachSidecarReachesOnlyItsOwnSessionInRedis(t *testing.T) {
 	require.NoError(t, l.Stop(cfg.SessionID))
 	assert.Error(t, as.Ping(ctx).Err(), "the user is gone with its sidecar")
 }
+
+// TestSidecarKeepsItsRedisUserAcrossARedisRestart: Redis keeps ACL users
+// in memory only, so a restarted Redis has lost the sidecars' users; the
+// launcher creates them again and the sidecar carries on with its own.
+func TestSidecarKeepsItsRedisUserAcrossARedisRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := testenv.PrivateRedis(t)
+	e.redisURL = srv.URL()
+	e.rdb = testenv.RedisClient(t, e.redisURL)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+	pid, _ := l.PID(cfg.SessionID)
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	var url string
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "REDIS_URL="); ok {
+			url = v
+		}
+	}
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	require.NotEmpty(t, opts.Username, "the sidecar has a Redis user of its own")
+	opts.MaxRetries = -1
+	as := redis.NewClient(opts)
+	defer as.Close()
+	ctx := context.Background()
+
+	srv.Kill()
+	srv = testenv.RestartRedis(t, srv)
+	require.Eventually(t, func() bool { return as.Ping(ctx).Err() == nil }, wait, 50*time.Millisecond,
+		"the sidecar's user is back after the restart")
+	require.NoError(t, as.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(cfg.SessionID), Values: map[string]any{"type": "error", "data": "{}"}}).Err(),
+		"with what it may do to its own session")
+	err = as.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(uuid.NewString()), Values: map[string]any{"type": "session_end", "data": "{}"}}).Err()
+	assert.ErrorContains(t, err, "NOPERM", "and no more")
+	_, running := l.PID(cfg.SessionID)
+	assert.True(t, running, "the sidecar carries on")
+}

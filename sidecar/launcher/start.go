@@ -60,7 +60,8 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		return Handle{}, fmt.Errorf("launcher: write the config: %w", err)
 	}
-	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, l.sessionRedisURL(ctx, id), apiKey)
+	redisURL, redisPasswordHash := l.sessionRedisURL(ctx, id)
+	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey)
 	if err != nil {
 		_ = os.Remove(file)
 		return Handle{}, err
@@ -76,7 +77,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	rec := record{
 		RuntimeJobID: fmt.Sprintf("process:%s:%d:%d", l.cfg.Name, pid, started),
 		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started,
-		Crashes: l.crashes(ctx, id),
+		Crashes: l.crashes(ctx, id), RedisPasswordSHA256: redisPasswordHash,
 	}
 	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd, gone: make(chan struct{})}
 	if err := l.store(ctx, id, rec); err != nil {

@@ -1,0 +1,281 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/internal/testenv"
+)
+
+// The short run of every `go test` kills a few components; `make chaos`
+// asks for hundreds.
+var (
+	kills    = flag.Int("chaos.kills", 12, "how many processes to kill")
+	seed     = flag.Uint64("chaos.seed", 0, "seed of the kills and the workload (0: a new one, printed)")
+	gapMin   = flag.Duration("chaos.gap-min", 800*time.Millisecond, "shortest pause between two kills")
+	gapMax   = flag.Duration("chaos.gap-max", 2*time.Second, "longest pause between two kills")
+	sessions = flag.Int("chaos.sessions", 3, "sessions driven at once")
+)
+
+// settle bounds how long the deployment may take to work through what
+// the kills left it once they stop: generous, for a loaded machine.
+const settle = 2 * time.Minute
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestChaos runs the deployment, kills random processes with SIGKILL while
+// sessions stream raw events and take steering messages, and then checks:
+// every raw event a sidecar wrote is stored exactly once and in order,
+// every command answered 2xx took effect exactly once, every session is
+// in the status its events lead to, and the transcript equals a rebuild
+// from the raw events.
+func TestChaos(t *testing.T) {
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos seed %d (replay: -chaos.seed %d -chaos.kills %d)", s, s, *kills)
+	rng := rand.New(rand.NewPCG(s, 1))
+
+	dir, err := testenv.TempDir("chaos")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bin, natsBin, err := Build(ctx, "../..", dir)
+	require.NoError(t, err)
+	d := &Deployment{Dir: dir, Bin: bin, NATSBin: natsBin, Secret: "chaos-secret-" + uuid.NewString(),
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	t.Cleanup(d.Stop)
+	t.Cleanup(func() {
+		// The deployment's directory goes with the test: keep its logs
+		// of a failed run.
+		if t.Failed() {
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("agentbus-chaos-logs-%d", s))
+			if err := os.CopyFS(keep, os.DirFS(filepath.Join(dir, "log"))); err == nil {
+				t.Logf("the deployment's logs: %s", keep)
+			}
+		}
+	})
+	require.NoError(t, d.Start(ctx, "../../nats/users.conf"), "deployment logs in %s", filepath.Join(dir, "log"))
+
+	owner := uuid.NewString()
+	token, err := api.NewToken(d.Secret, owner, 2*time.Hour)
+	require.NoError(t, err)
+	w := &Workload{API: d.APIURL, Token: token, Owner: owner, Workspace: filepath.Join(dir, "workspace"),
+		Concurrent: *sessions, Messages: 8, Rand: rand.New(rand.NewPCG(rng.Uint64(), 2))}
+	wctx, stopWorkload := context.WithCancel(ctx)
+	workloadDone := make(chan struct{})
+	go func() { defer close(workloadDone); w.Run(wctx) }()
+
+	// Kill once sessions run, at random moments.
+	require.Eventually(t, func() bool {
+		pids, err := d.SidecarPIDs(ctx)
+		return err == nil && len(pids) > 0
+	}, settle, 200*time.Millisecond, "a sidecar runs")
+	killed := map[string]int{}
+	started := time.Now()
+	for n := 0; n < *kills; {
+		components := d.Components()
+		slices.Sort(components)
+		name := components[rng.IntN(len(components))]
+		ok, err := d.Kill(ctx, name)
+		require.NoError(t, err, "kill %s", name)
+		if ok {
+			killed[name]++
+			n++
+		}
+		time.Sleep(*gapMin + time.Duration(rng.Int64N(int64(*gapMax-*gapMin)+1)))
+	}
+	t.Logf("%d kills in %s", *kills, time.Since(started).Round(time.Second))
+	stopWorkload()
+	<-workloadDone
+	require.NoError(t, d.waitReady(ctx))
+
+	nc, err := nats.Connect(d.NATSURL, nats.UserInfo("operator", d.Password("operator")), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(d.RedisURL, "redis://"), "/0")})
+	defer rdb.Close()
+	pool, err := pgxpool.New(ctx, d.DBURL)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	started2 := w.Sessions()
+	var ids []string
+	for _, s := range started2 {
+		ids = append(ids, s.ID)
+	}
+	require.NotEmpty(t, ids, "sessions were started")
+
+	// The messages a session accepted reach it, unless it ended first.
+	waitDelivered(t, ctx, w, started2)
+	written, got, err := settleRaw(ctx, js, rdb, ids, time.Now().Add(settle))
+	require.NoError(t, err)
+
+	var total RawCount
+	for _, id := range ids {
+		c := countRaw(written[id], got[id])
+		total.Written += c.Written
+		total.Found += c.Found
+		total.Lost += c.Lost
+		total.Doubled += c.Doubled
+		total.OutOfOrder += c.OutOfOrder
+		total.Phantom += c.Phantom
+		assert.Zero(t, c.Lost+c.Doubled+c.OutOfOrder+c.Phantom, "session %s raw events: %+v", id, c)
+	}
+	var table strings.Builder
+	Table(&table, killed, total)
+	t.Logf("seed %d\n%s", s, table.String())
+	fmt.Printf("chaos seed %d\n%s", s, table.String())
+	assert.Positive(t, total.Written, "the sessions streamed")
+
+	// Every 2xx command took effect once: each session once, each
+	// accepted message once in its queue and, once delivered, once at
+	// the agent.
+	messages := 0
+	for _, s := range started2 {
+		var q queue
+		require.True(t, w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q), "queue of %s", s.ID)
+		inQueue := map[string]int{}
+		status := map[string]string{}
+		for _, m := range q.Messages {
+			inQueue[m.MessageID]++
+			status[m.MessageID] = m.Status
+		}
+		delivered := deliveredIDs(got[s.ID])
+		for _, id := range s.Messages {
+			messages++
+			assert.Equal(t, 1, inQueue[id], "session %s: accepted message %s in its queue", s.ID, id)
+			if status[id] == string(domain.MessageDelivered) {
+				assert.Equal(t, 1, delivered[id], "session %s: delivered message %s reached the agent once", s.ID, id)
+			} else {
+				assert.Zero(t, delivered[id], "session %s: message %s is %s but reached the agent", s.ID, id, status[id])
+			}
+		}
+	}
+	t.Logf("%d sessions, %d accepted messages, %d refused requests", len(started2), messages, w.Refused())
+
+	// Each session is in the status its events lead to, and no domain
+	// event is stored twice.
+	events, err := readDomain(ctx, js)
+	require.NoError(t, err)
+	for _, id := range ids {
+		seen := map[string]bool{}
+		for _, ev := range events[id] {
+			assert.False(t, seen[ev.ID], "session %s: event %s (%s) stored twice", id, ev.ID, ev.Type)
+			seen[ev.ID] = true
+		}
+		want, unknown := explainedStatus(events[id])
+		assert.Empty(t, unknown, "session %s: an event the check does not fold", id)
+		var sess struct {
+			Status string `json:"status"`
+		}
+		require.True(t, w.get(ctx, "/api/agents/sessions/"+id, &sess))
+		assert.Equal(t, string(want), sess.Status, "session %s: status explained by its events", id)
+	}
+
+	// The transcript equals its rebuild from the raw events: the rows
+	// the raw events make are deleted and the stream replayed from its
+	// start, as a rebuild of the projection does.
+	live := map[string]map[string][][]any{}
+	for _, id := range ids {
+		live[id], err = transcriptRows(ctx, pool, id)
+		require.NoError(t, err)
+	}
+	require.NoError(t, deleteTranscripts(ctx, pool, ids))
+	require.NoError(t, rebuildTranscript(ctx, js, pool))
+	for _, id := range ids {
+		again, err := transcriptRows(ctx, pool, id)
+		require.NoError(t, err)
+		for _, tb := range projectedTables {
+			if !reflect.DeepEqual(live[id][tb.name], again[tb.name]) {
+				assert.Fail(t, "the transcript differs from its rebuild", "session %s, %s: %d rows live, %d rebuilt; first difference:\n%s",
+					id, tb.name, len(live[id][tb.name]), len(again[tb.name]), firstDifference(live[id][tb.name], again[tb.name]))
+			}
+		}
+	}
+}
+
+type queue struct {
+	Messages []struct {
+		MessageID string `json:"messageId"`
+		Status    string `json:"status"`
+	} `json:"messages"`
+}
+
+// waitDelivered waits until no accepted message of a live session is
+// pending any more, or until settle passes (the check then reports it).
+func waitDelivered(t *testing.T, ctx context.Context, w *Workload, sessions []*Session) {
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		pending := 0
+		for _, s := range sessions {
+			var q queue
+			if !w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q) {
+				pending++
+				continue
+			}
+			for _, m := range q.Messages {
+				if m.Status == string(domain.MessagePending) {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	for _, s := range sessions {
+		var q queue
+		var sess struct {
+			Status string `json:"status"`
+		}
+		w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q)
+		w.get(ctx, "/api/agents/sessions/"+s.ID, &sess)
+		for _, m := range q.Messages {
+			if m.Status == string(domain.MessagePending) {
+				t.Logf("session %s (%s): message %s still pending after %s", s.ID, sess.Status, m.MessageID, settle)
+			}
+		}
+	}
+}
+
+// firstDifference shows the first row where two tables differ.
+func firstDifference(a, b [][]any) string {
+	for i := range max(len(a), len(b)) {
+		var x, y []any
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if !reflect.DeepEqual(x, y) {
+			return fmt.Sprintf("row %d\nlive:    %v\nrebuilt: %v", i, x, y)
+		}
+	}
+	return ""
+}
