@@ -232,7 +232,9 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 		require.NoError(t, os.Chmod(filepath.Dir(path), 0o711))
 		require.NoError(t, os.Chmod(path, 0o666))
 		defer os.Chmod(path, 0o600)
-		lines := socat(t, path, &syscall.Credential{Uid: 65534, Gid: 65534}, `{"type":"start_session","sessionId":"x","prompt":"Say hello","budgetCapUsd":5}`)
+		// It sends nothing: the refusal comes unasked, and a line written
+		// after it would only meet the closed connection.
+		lines := socat(t, path, &syscall.Credential{Uid: 65534, Gid: 65534})
 		m := lines.waitFor("the refusal", of("error", ""))
 		assert.Equal(t, "forbidden", m.field("kind"))
 		lines.waitFor("the end of the connection", func(doorMsg) bool {
@@ -241,6 +243,19 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 			return lines.closed != nil
 		})
 		assert.Len(t, lines.all(), 1, "nothing but the refusal")
+	})
+
+	t.Run("up stops while a client is connected, and closes it", func(t *testing.T) {
+		idle := dialSocket(t, path)
+		idle.mustCall("follow", map[string]any{"type": "resume_session", "sessionId": "p", "agentbusSessionId": permission})
+		u.stop()
+		idle.waitFor("the end of the connection", func(doorMsg) bool {
+			idle.mu.Lock()
+			defer idle.mu.Unlock()
+			return idle.closed != nil
+		})
+		_, err := os.Stat(path)
+		assert.ErrorIs(t, err, os.ErrNotExist, "the socket file is gone")
 	})
 }
 

@@ -147,15 +147,23 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		slog.Error("local socket: credentials", "component", "localsocket", "err", err)
 		return
 	}
+	serverCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The read waits for the client alone: the connection is closed when
+	// the server stops or a write fails.
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	defer stop()
 	conn := newConn(s.cfg, out, cancel)
 	conn.doors = doors.NewConn(ctx, s.cfg.Config, api, s.feed, conn)
 	conn.serve(ctx, c)
-	// A client that went away cannot answer its pending permission
-	// requests: they are denied, as seed 002's agent-cli does.
-	deny, cancelDeny := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	conn.doors.DenyPending(deny, "Session closed")
-	cancelDeny()
+	if serverCtx.Err() == nil {
+		// A client that went away cannot answer its pending permission
+		// requests: they are denied, as seed 002's agent-cli does. (When
+		// the server stops, its sessions' agents stop with it.)
+		deny, cancelDeny := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		conn.doors.DenyPending(deny, "Session closed")
+		cancelDeny()
+	}
 	conn.doors.Close()
 }
