@@ -94,10 +94,16 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	if cfg.socket != "off" {
 		sock, err := upSocket(cfg, dataDir, secret, apiServer, in)
-		if err != nil {
+		switch {
+		case err == nil:
+			components = append(components, component{"local socket", sock.Serve})
+		case cfg.socket == "":
+			// The default place may not do (a data directory too deep for
+			// a socket's path, another up on it): up runs without it.
+			slog.Warn("no local socket", "component", "up", "err", err)
+		default:
 			return err
 		}
-		components = append(components, component{"local socket", sock.Serve})
 	}
 	// Every worker runs here, as `agentbus worker <name>` would run it alone.
 	for _, name := range workerNames() {
