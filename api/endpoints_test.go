@@ -95,6 +95,7 @@ var beyondSeed = []string{
 	"POST /api/agents/sessions/{id}/permissions/{requestId}/allow",
 	"POST /api/agents/sessions/{id}/permissions/{requestId}/deny",
 	"POST /api/agents/sessions/{id}/budget",
+	"POST /api/agents/sessions/{id}/force-cancel",
 	"GET /api/agents/sessions/{id}/stream",
 	"GET /api/agents/stream",
 	"PUT /api/agents/pool",

@@ -127,6 +127,7 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addStreamRoutes(api)
 	s.addSessionRoutes(api)
 	s.addSessionControlRoutes(api)
+	s.addForceCancelRoute(api)
 	s.addSessionSkillRoutes(api)
 	s.addSessionConfigRoutes(api)
 	s.addPermissionRoutes(api)

@@ -95,6 +95,13 @@ type AckData struct {
 	CommandID uuid.UUID `json:"commandId"`
 }
 
+// CancelData says how CancelSession stops the agent; empty data is a
+// graceful cancel.
+type CancelData struct {
+	// Force abandons the agent at once instead of letting it stop.
+	Force bool `json:"force,omitempty"`
+}
+
 // ReasonData carries an optional reason (RejectOutput).
 type ReasonData struct {
 	Reason string `json:"reason,omitempty"`

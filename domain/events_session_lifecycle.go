@@ -102,6 +102,8 @@ type SessionCancelRequestedEvent struct {
 	SessionMeta
 	// CommandID is the id of the `stop` sent to the sidecar; its ack echoes it.
 	CommandID uuid.UUID `json:"commandId"`
+	// Force stops the agent at once, without letting its running tool finish.
+	Force bool `json:"force,omitempty"`
 }
 
 // SessionCancelledEvent records the move to Cancelled (stop_ack, or directly for a Queued

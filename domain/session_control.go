@@ -114,6 +114,16 @@ func (s *AgentSession) ConfirmResumed(commandID uuid.UUID, now time.Time) error 
 // Cancelling until the stop_ack; a Queued session has none and is
 // Cancelled at once. Intermediate and terminal statuses refuse.
 func (s *AgentSession) RequestCancel(now time.Time) error {
+	return s.requestCancel(false, now)
+}
+
+// RequestForceCancel stops the session as RequestCancel does, but its
+// agent is abandoned at once instead of being let finish its running tool.
+func (s *AgentSession) RequestForceCancel(now time.Time) error {
+	return s.requestCancel(true, now)
+}
+
+func (s *AgentSession) requestCancel(force bool, now time.Time) error {
 	to, err := s.target(OpRequestCancel, CaseNone)
 	if err != nil {
 		return err
@@ -123,7 +133,7 @@ func (s *AgentSession) RequestCancel(now time.Time) error {
 		s.raise(SessionCancelledEvent{SessionMeta: s.meta(now), Direct: true})
 		return nil
 	}
-	s.raise(SessionCancelRequestedEvent{SessionMeta: s.meta(now), CommandID: s.awaitAck(SidecarStop)})
+	s.raise(SessionCancelRequestedEvent{SessionMeta: s.meta(now), CommandID: s.awaitAck(SidecarStop), Force: force})
 	return nil
 }
 

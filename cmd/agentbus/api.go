@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/api"
 	agentcmd "github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/doors"
+	wsdoor "github.com/agentbus/agentbus/doors/ws"
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
@@ -62,6 +64,12 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 		_ = client.Close()
 		return nil, err
 	}
+	doorCfg, err := doorConfig()
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	srv.Handle("GET "+wsdoor.Path, wsdoor.NewHandler(doorCfg, srv, srv, doors.JetStreamFeed{JS: js}))
 	go func() {
 		<-ctx.Done()
 		_ = client.Close()

@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
 	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
 	"sidecar": {"run one agent session's sidecar", runSidecar},
+	"socket":  {"serve the local NDJSON socket for a running deployment (AGENTBUS_API, AGENTBUS_TOKEN)", runSocket},
 	"token":   {"print a development bearer token: token --user <id>", runToken},
 	"up":      {"run the whole stack in one process, on embedded defaults", runUp},
 	"worker":  {"run one worker alone: worker <name> (worker -h lists them)", runWorker},

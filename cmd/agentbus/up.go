@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/doors"
+	"github.com/agentbus/agentbus/doors/localsocket"
 	"github.com/agentbus/agentbus/migrations"
 )
 
@@ -33,6 +35,8 @@ type upConfig struct {
 	pgPort      int
 	redisPort   int
 	workspace   string
+	socket      string
+	socketUser  string
 }
 
 func runUp(ctx context.Context, args []string) error {
@@ -48,6 +52,8 @@ func runUp(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
 	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
+	fs.StringVar(&cfg.socket, "socket", os.Getenv("AGENTBUS_SOCKET"), "the local NDJSON socket's file (default <data-dir>/"+socketFile+"); \"off\" serves none")
+	fs.StringVar(&cfg.socketUser, "socket-user", devUserID, "the user the local socket acts for")
 	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
 
@@ -85,6 +91,19 @@ func runUp(ctx context.Context, args []string) error {
 
 	components := []component{
 		{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }},
+	}
+	if cfg.socket != "off" {
+		sock, err := upSocket(cfg, dataDir, secret, apiServer, in)
+		switch {
+		case err == nil:
+			components = append(components, component{"local socket", sock.Serve})
+		case cfg.socket == "":
+			// The default place may not do (a data directory too deep for
+			// a socket's path, another up on it): up runs without it.
+			slog.Warn("no local socket", "component", "up", "err", err)
+		default:
+			return err
+		}
 	}
 	// Every worker runs here, as `agentbus worker <name>` would run it alone.
 	for _, name := range workerNames() {
@@ -214,4 +233,21 @@ func (in *infra) connectNATSWithEnvReplicas(ctx context.Context, natsURL string)
 		}
 	}
 	return in.connectNATS(ctx, natsURL, n)
+}
+
+// upSocket opens the local socket of up: it acts for --socket-user, with
+// a token signed by up's secret, on the API and the feed of this process.
+func upSocket(cfg upConfig, dataDir, secret string, apiServer http.Handler, in *infra) (*localsocket.Server, error) {
+	path := cfg.socket
+	if path == "" {
+		path = filepath.Join(dataDir, socketFile)
+	}
+	doorCfg, err := doorConfig()
+	if err != nil {
+		return nil, err
+	}
+	return serveSocket(path, doorCfg.Config, func() (doors.API, error) {
+		token, err := api.NewToken(secret, cfg.socketUser, 30*24*time.Hour)
+		return doors.InProcess{Handler: apiServer, Authorization: "Bearer " + token}, err
+	}, doors.JetStreamFeed{JS: in.JS})
 }

@@ -29,7 +29,7 @@ import (
 // TestMain doubles as the agentbus binary for `agentbus sidecar`: the
 // runtime of an `up` under test starts its sidecars from this executable.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "sidecar" {
+	if len(os.Args) > 1 && (os.Args[1] == "sidecar" || os.Args[1] == "socket") {
 		main()
 		return
 	}

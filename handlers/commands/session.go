@@ -92,7 +92,6 @@ func registerSession(d *Dispatcher, now Clock) {
 		command.InterruptSession:       (*domain.AgentSession).RequestInterrupt,
 		command.PauseSession:           (*domain.AgentSession).RequestPause,
 		command.ResumeSession:          (*domain.AgentSession).RequestResume,
-		command.CancelSession:          (*domain.AgentSession).RequestCancel,
 		command.ApproveOutput:          (*domain.AgentSession).ApproveOutput,
 		command.CloseSession:           (*domain.AgentSession).Close,
 		command.ApprovePlan:            (*domain.AgentSession).RecordPlanApproved,
@@ -123,6 +122,12 @@ func registerSession(d *Dispatcher, now Clock) {
 		}))
 	}
 	reg(command.StartSession, startSession(now))
+	reg(command.CancelSession, onSession(now, func(s *domain.AgentSession, in command.CancelData, at time.Time) error {
+		if in.Force {
+			return s.RequestForceCancel(at)
+		}
+		return s.RequestCancel(at)
+	}))
 	reg(command.RejectOutput, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
 		return s.RejectOutput(in.Reason, at)
 	}))

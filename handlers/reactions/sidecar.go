@@ -106,7 +106,11 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 	case "session_resume_requested":
 		return sendAwaited(protocol.CommandResume, protocol.Resume{})
 	case "session_cancel_requested":
-		return sendAwaited(protocol.CommandStop, protocol.Stop{})
+		var e domain.SessionCancelRequestedEvent
+		if err := json.Unmarshal(env.Data, &e); err != nil {
+			return bus.Permanent(err)
+		}
+		return sendAwaited(protocol.CommandStop, protocol.Stop{Force: e.Force})
 	case "session_reload_requested":
 		return d.reload(ctx, env, sendAwaited)
 	case "session_input_received":
