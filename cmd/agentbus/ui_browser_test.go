@@ -215,7 +215,7 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	b.waitText("#session-status", "Idle")
 	b.waitText("#review", "Output to review")
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	cancel()
 	require.NoError(t, err, "screenshot the session page")
 	file := filepath.Join(t.TempDir(), "session.png")
