@@ -11,15 +11,16 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: deps build run test fuzz bench chaos tools clean
+.PHONY: deps build run test fuzz bench chaos tools ui clean
 
-## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, and the Claude Code CLI
+## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, Chromium for the dashboard's browser tests, and the Claude Code CLI
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
 	command -v socat >/dev/null 2>&1 || missing="$$missing socat"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -87,6 +88,11 @@ chaos: deps
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... | tee bench.out
 	@echo; echo "benchmark table:"; grep -E '^(Benchmark|ok|pkg)' bench.out | column -t
+
+## ui: rebuild the dashboard (ui/dist, embedded in the binary) from ui/web with npm, its client types generated from the OpenAPI document
+ui:
+	$(GO) run ./cmd/agentbus openapi > ui/web/openapi.json
+	cd ui/web && npm ci --no-audit --no-fund --loglevel=error && npm run schema && npm run check && npm run build
 
 ## tools: build the nats CLI (natscli) into bin/
 tools:

@@ -103,7 +103,20 @@ func TestOpenAPIConventions(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// The payloads of the domain events on the live streams are the
+	// domain's own types, described by the event catalogue of
+	// docs/DESIGN.md; their variants in StreamEvent are documented.
+	payloads := map[string]bool{}
+	for _, v := range oapi.Components.Schemas.Map()[streamEventSchemaName].OneOf {
+		variant := oapi.Components.Schemas.Map()[strings.TrimPrefix(v.Ref, schemaRef)]
+		require.NotNil(t, variant, v.Ref)
+		payloads[strings.TrimPrefix(variant.Properties["data"].Ref, schemaRef)] = true
+	}
+	require.NotEmpty(t, payloads)
 	for _, name := range names {
+		if payloads[name] {
+			continue
+		}
 		checkSchema(t, name, oapi.Components.Schemas.Map()[name])
 	}
 }

@@ -103,7 +103,8 @@ type allStreamInput struct {
 }
 
 const streamDescription = "Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue " +
-	"(status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs); " +
+	"(status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs) " +
+	"or of the chain it is in (the chain created around it, its handoff document, the session that continues it, the chain's end); " +
 	"`assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` " +
 	"the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, " +
 	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, " +
@@ -131,7 +132,9 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		for _, agg := range s.cfg.SessionStreamAggregates {
 			subjects = append(subjects, "agents.evt."+agg+"."+id.String()+".>")
 		}
-		s.runStream(ctx, streamSpec{subjects: subjects, position: positionOf(ctx)}, send)
+		subjects = append(subjects, chainSubject)
+		chains := s.newSessionChains(ctx, id)
+		s.runStream(ctx, streamSpec{subjects: subjects, keep: chains.keep, position: positionOf(ctx)}, send)
 	})
 
 	registerSSE(api, huma.Operation{
@@ -149,6 +152,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		for _, agg := range s.cfg.SessionStreamAggregates {
 			subjects = append(subjects, "agents.evt."+agg+".>")
 		}
+		subjects = append(subjects, chainSubject)
 		s.runStream(ctx, streamSpec{subjects: subjects, owner: OwnerID(ctx), position: positionOf(ctx)}, send)
 	})
 }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
 )
 
 type positionKey struct{}
@@ -87,8 +89,16 @@ func (s *Server) checkEventID(ctx huma.Context, id uint64) error {
 	}
 	// agents.evt.<aggregate>.<id>.<event>
 	parts := strings.SplitN(msg.Subject, ".", 5)
-	if len(parts) < 5 || !slices.Contains(s.cfg.SessionStreamAggregates, parts[2]) {
+	if len(parts) < 5 || (!slices.Contains(s.cfg.SessionStreamAggregates, parts[2]) && parts[2] != domain.AggregateChain) {
 		return unprocessable("is not an event of this stream")
+	}
+	if sessionID := ctx.Param("id"); sessionID != "" && parts[2] == domain.AggregateChain {
+		id, err := uuid.Parse(sessionID)
+		env, derr := bus.DecodeEnvelope(msg.Data)
+		if err != nil || derr != nil || !s.newSessionChains(ctx.Context(), id).keep(env) {
+			return unprocessable("is an event of another session's chain")
+		}
+		return nil
 	}
 	if sessionID := ctx.Param("id"); sessionID != "" {
 		if parts[3] != strings.ToLower(sessionID) {

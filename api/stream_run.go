@@ -22,6 +22,8 @@ type streamSpec struct {
 	subjects []string
 	// owner, when set, keeps only the envelopes of that owner.
 	owner string
+	// keep, when set, keeps only the envelopes it accepts.
+	keep func(bus.Envelope) bool
 	// position is where the client asked to start.
 	position streamPosition
 }
@@ -102,6 +104,9 @@ func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender
 			return
 		}
 		if spec.owner != "" && env.OwnerID != spec.owner {
+			return
+		}
+		if spec.keep != nil && !spec.keep(env) {
 			return
 		}
 		firstSeen.CompareAndSwap(0, md.Sequence.Stream)

@@ -351,3 +351,65 @@ func TestResumePoint(t *testing.T) {
 	assert.Zero(t, msg.ID)
 	assert.Equal(t, StreamReconnect{Reason: "slow_client"}, msg.Data)
 }
+
+// publishChain puts one chain event on AGENTS_EVENTS and returns its sequence.
+func (e *streamEnv) publishChain(t *testing.T, chain uuid.UUID, owner, typ string, data map[string]any) uint64 {
+	t.Helper()
+	data["chainId"] = chain.String()
+	env, err := bus.NewEnvelope(typ, "chain", chain.String(), 1, owner, data)
+	require.NoError(t, err)
+	msg, err := bus.NewMsg(context.Background(), bus.EventSubject("chain", chain.String(), typ), env)
+	require.NoError(t, err)
+	ack, err := e.js.PublishMsg(context.Background(), msg)
+	require.NoError(t, err)
+	return ack.Sequence
+}
+
+func TestSessionStreamCarriesItsChain(t *testing.T) {
+	t.Parallel()
+	sess, successor, stranger := uuid.New(), uuid.New(), uuid.New()
+	e := newStreamEnv(t, Config{}, fakeOwners{sess: "alice", stranger: "alice"}, nil)
+	path := "/api/agents/sessions/" + sess.String() + "/stream"
+	_, ch := e.open(t, path, "alice", nil)
+	waitOpen(t, ch)
+
+	chain, otherChain := uuid.New(), uuid.New()
+	foreign := e.publishChain(t, otherChain, "alice", "session_chain_created", map[string]any{"firstSessionId": stranger.String()})
+	want := []uint64{
+		e.publishChain(t, chain, "alice", "session_chain_created", map[string]any{"firstSessionId": sess.String(), "originalObjective": "Migrate"}),
+		e.publishChain(t, chain, "alice", "session_handoff_initiated", map[string]any{"fromSessionId": sess.String(), "handoffDocumentId": uuid.NewString()}),
+		e.publishChain(t, chain, "alice", "session_added_to_chain", map[string]any{"newSessionId": successor.String(), "position": 2}),
+	}
+	e.publishChain(t, otherChain, "alice", "session_chain_completed", map[string]any{"totalSessions": 1, "totalCostUsd": 0})
+	want = append(want, e.publish(t, sess, "alice", "session_paused", map[string]any{"status": "Paused"}))
+
+	var got []StreamEvent
+	for _, w := range want {
+		ev := next(t, ch, 10*time.Second)
+		require.Equal(t, w, seqOf(t, ev), "only the events of the session and its chain, in order")
+		got = append(got, eventOf(t, ev))
+	}
+	assert.Equal(t, []string{"session_chain_created", "session_handoff_initiated", "session_added_to_chain", "session_paused"},
+		[]string{got[0].Type, got[1].Type, got[2].Type, got[3].Type})
+	assert.Equal(t, "chain", got[2].Aggregate)
+	assert.Contains(t, string(got[2].Data), successor.String(), "the session that continues the chain")
+
+	// Without a read side to say which chain the session is in, a resumed
+	// stream learns it again from the first event that names the session.
+	t.Run("resume after a chain event", func(t *testing.T) {
+		_, ch := e.open(t, path, "alice", http.Header{"Last-Event-Id": {strconv.FormatUint(want[0], 10)}})
+		waitOpen(t, ch)
+		for _, w := range want[1:] {
+			require.Equal(t, w, seqOf(t, next(t, ch, 10*time.Second)))
+		}
+	})
+	t.Run("another chain's event is no resume point", func(t *testing.T) {
+		resp, _ := e.open(t, path, "alice", http.Header{"Last-Event-Id": {strconv.FormatUint(foreign, 10)}})
+		assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	})
+	t.Run("the taskbar stream carries the owner's chains", func(t *testing.T) {
+		_, ch := e.open(t, "/api/agents/stream", "alice", http.Header{"Last-Event-Id": {strconv.FormatUint(foreign-1, 10)}})
+		waitOpen(t, ch)
+		assert.Equal(t, foreign, seqOf(t, next(t, ch, 10*time.Second)))
+	})
+}

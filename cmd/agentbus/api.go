@@ -114,7 +114,7 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	defer srv.Close()
 
-	httpSrv := &http.Server{Addr: *httpAddr, Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Addr: *httpAddr, Handler: withUI(srv), ReadHeaderTimeout: 10 * time.Second}
 	slog.Info("api starting", "component", "api", "http", "http://"+*httpAddr, "nats", *natsURL)
 	if err := runComponents(ctx, []component{{"http", func(ctx context.Context) error { return serveHTTP(ctx, httpSrv) }}}); err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -260,3 +260,35 @@ func TestTheLiveFeedCarriesASessionInOrderAndResumesExactly(t *testing.T) {
 		assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "Last-Event-ID %s on session %s", lastID, other)
 	}
 }
+
+// TestASessionsStreamCarriesItsChain follows a script-engine session that
+// hands its work off: its own stream carries the chain created around it,
+// its handoff and the session that continues it.
+func TestASessionsStreamCarriesItsChain(t *testing.T) {
+	u := startUpWithRuntime(t)
+	id := u.start(map[string]any{"workingDirectory": filepath.Join(u.workspace, u.owner, uuid.NewString()[:8]),
+		"objective": "Migrate the legacy package [scenario:handoff]"})
+	stream := u.openStream("/api/agents/sessions/"+id+"/stream", "0")
+
+	var chainEvents []string
+	var added map[string]any
+	for added == nil {
+		select {
+		case ev, ok := <-stream.events:
+			require.True(t, ok, "the stream ended")
+			if ev.Name != "event" || ev.Data["aggregate"] != "chain" {
+				continue
+			}
+			chainEvents = append(chainEvents, ev.label())
+			if ev.label() == "session_added_to_chain" {
+				added, _ = ev.Data["data"].(map[string]any)
+			}
+		case <-time.After(2 * wait):
+			t.Fatalf("the session's stream carried no continuation; chain events: %v", chainEvents)
+		}
+	}
+	assert.Contains(t, chainEvents, "session_handoff_initiated", "the handoff is on the stream: %v", chainEvents)
+	next, _ := added["newSessionId"].(string)
+	assert.NotEqual(t, id, next, "the session that continues the work")
+	assert.NotEmpty(t, next)
+}

@@ -83,7 +83,7 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	defer apiServer.Close()
 	// No write timeout: live streams stay open; each SSE write has its own deadline.
-	srv := &http.Server{Addr: cfg.httpAddr, Handler: apiServer, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: cfg.httpAddr, Handler: withUI(apiServer), ReadHeaderTimeout: 10 * time.Second}
 	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
@@ -112,8 +112,8 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	slog.Info("agentbus is up", "component", "up",
 		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
-	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (nats --server %s stream ls)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
-		cfg.httpAddr, in.NATSURL, in.NATSURL, token, devUserID)
+	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  UI:     http://%s/ui/   (sign in with the token below)\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (nats --server %s stream ls)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
+		cfg.httpAddr, cfg.httpAddr, in.NATSURL, in.NATSURL, token, devUserID)
 	return runComponents(ctx, components)
 }
 

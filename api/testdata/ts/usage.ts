@@ -55,7 +55,7 @@ function render(m: FeedMessage): string {
     case "activity":
       return `${m.data.type} ${m.data.summary}`;
     case "event":
-      return `${m.id ?? 0}: ${m.data.type}`;
+      return `${m.id ?? 0}: ${domainEvent(m.data)}`;
     case "ping":
       return m.data.time;
     case "reconnect":
@@ -66,6 +66,34 @@ function render(m: FeedMessage): string {
     }
   }
 }
+
+// A domain event is itself a union discriminated by its type, so each
+// event's data is typed too.
+type DomainEvent = Extract<FeedMessage, { event: "event" }>["data"];
+function domainEvent(ev: DomainEvent): string {
+  switch (ev.type) {
+    case "session_paused":
+      return `${ev.data.sessionId} paused at ${ev.occurredAt}`;
+    case "message_enqueued": {
+      const priority: string = ev.data.priority;
+      return `${ev.data.messageId} queued ${priority}`;
+    }
+    case "session_waiting_for_input":
+      return `${ev.data.questionContent} ${(ev.data.options ?? []).join(" / ")}`;
+    case "session_metrics_updated":
+      return `$${ev.data.totalCostUsd} ${ev.data.contextWindowUsagePercent}%`;
+    case "session_handoff_initiated": {
+      const aggregate: "chain" = ev.aggregate;
+      return `${aggregate} ${ev.data.chainId}: ${ev.data.fromSessionId} wrote ${ev.data.handoffDocumentId}`;
+    }
+    case "session_added_to_chain":
+      return `${ev.data.newSessionId} at ${ev.data.position}`;
+    default:
+      return ev.type;
+  }
+}
+// @ts-expect-error: not a domain event.
+const badDomainEvent: DomainEvent["type"] = "session_exploded";
 
 // Errors are problem+json with a kind a UI can switch on.
 type NotFound = SessionStream["responses"][404]["content"]["application/problem+json"];
@@ -132,5 +160,5 @@ function poolLabel(p: Pool): string {
   return `${p.activeCount}/${p.maxCount} (${p.percentage}%)`;
 }
 
-export { url, onEvent, describe, params, problem, badKind, noID, unauthorized };
+export { url, onEvent, render, badDomainEvent, describe, params, problem, badKind, noID, unauthorized };
 export { startBody, agentKey, steer, badSteer, nextMessage, flooded, refused, listQuery, poolLabel };
