@@ -81,33 +81,12 @@ func (r *runner) handle(m redis.XMessage) {
 		return
 	}
 	r.log.Info("command", "type", e.Type, "command_id", e.CommandID, "entry_id", e.ID)
-	var handler func(protocol.Entry) error
-	switch e.Type {
-	case protocol.CommandSteeringMessage:
-		handler = r.onSteering
-	case protocol.CommandInterrupt:
-		handler = r.onInterrupt
-	case protocol.CommandPause:
-		handler = r.onPause
-	case protocol.CommandResume:
-		handler = r.onResume
-	case protocol.CommandStop:
-		handler = r.onStop
-	case protocol.CommandReloadConfig:
-		handler = r.onReload
-	case protocol.CommandAnswerQuestion:
-		handler = r.onAnswer
-	case protocol.CommandPlanDecision:
-		handler = r.onPlanDecision
-	case protocol.CommandPermissionResponse:
-		handler = r.onPermission
-	case protocol.CommandRunValidation:
-		handler = r.onRunValidation
-	default:
+	handler, ok := commandHandlers[e.Type]
+	if !ok {
 		r.commandError(e, protocol.CodeUnknownCommand, fmt.Errorf("unknown command type %q", e.Type))
 		return
 	}
-	if err := handler(e); err != nil {
+	if err := handler(r, e); err != nil {
 		code := protocol.CodeBadData
 		if errors.Is(err, errNotPending) {
 			code = protocol.CodeNotPending
@@ -117,6 +96,23 @@ func (r *runner) handle(m redis.XMessage) {
 }
 
 var errNotPending = errors.New("nothing waits for it")
+
+// commandHandlers carry out each command type of the protocol; a type
+// without one is answered with an unknown_command error. Its tests check
+// it against protocol.CommandTypes and the control plane's two-phase
+// controls.
+var commandHandlers = map[string]func(*runner, protocol.Entry) error{
+	protocol.CommandSteeringMessage:    (*runner).onSteering,
+	protocol.CommandInterrupt:          (*runner).onInterrupt,
+	protocol.CommandPause:              (*runner).onPause,
+	protocol.CommandResume:             (*runner).onResume,
+	protocol.CommandStop:               (*runner).onStop,
+	protocol.CommandReloadConfig:       (*runner).onReload,
+	protocol.CommandAnswerQuestion:     (*runner).onAnswer,
+	protocol.CommandPlanDecision:       (*runner).onPlanDecision,
+	protocol.CommandPermissionResponse: (*runner).onPermission,
+	protocol.CommandRunValidation:      (*runner).onRunValidation,
+}
 
 func (r *runner) onSteering(e protocol.Entry) error {
 	var m protocol.SteeringMessage

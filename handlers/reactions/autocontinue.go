@@ -18,7 +18,6 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -132,7 +131,7 @@ func (a AutoContinue) commandOf(c domain.ValidationCriterion) string {
 
 // HandleResult continues the session when its validation failed.
 func (a AutoContinue) HandleResult(ctx context.Context, m jetstream.Msg) error {
-	var ev relay.Event
+	var ev protocol.RawEvent
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		return bus.Permanent(err)
 	}

@@ -108,7 +108,7 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 	switch env.Type {
 	case "session_released":
 		return r.release(ctx, id)
-	case "session_cancel_requested":
+	case domain.SessionCancelRequestedEvent{}.EventType():
 		return r.confirmCancelIfNoSidecar(ctx, env, id)
 	}
 	return r.ensure(ctx, id, false)
