@@ -95,13 +95,9 @@ func (a AutoContinue) Run(ctx context.Context) error {
 
 // Handle asks the sidecar of a session whose turn ended to validate it.
 func (a AutoContinue) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, id, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	id, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	s, err := postgres.Sessions{}.Get(ctx, a.DB, id)
 	if err != nil {
