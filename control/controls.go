@@ -21,6 +21,22 @@
 // sidecar's protocol stays free of the control plane. The rows are checked
 // when the package is initialised: an incomplete or inconsistent row stops
 // every program and test that uses it.
+//
+// A new control, say compact answered by compact_ack, is written in six
+// files and wired by none:
+//
+//   - control/controls.go: its row.
+//   - command/sessions.go: its request and confirm command names.
+//   - domain/session_control.go: the session's RequestCompact and
+//     ConfirmCompacted, with their operations, sidecar command name and
+//     events declared beside them, the moves in controlTransitions and
+//     the events in controlEvents.
+//   - sidecar/protocol/controls.go: the command's data and the ack, their
+//     types, and both in ControlCommandTypes and AckTypes.
+//   - sidecar/commands.go: the sidecar's handler, in commandHandlers.
+//   - sidecar/README.md: the command and the ack, with an example each.
+//
+// What the engine does to compact is the engine's own code besides.
 package control
 
 import (
@@ -74,9 +90,7 @@ type Route struct {
 	Description string
 }
 
-// controls are the rows. A new control is one more row here, beside its
-// session methods and events (domain), its command names (command), its
-// command and ack (sidecar/protocol) and the sidecar's handler.
+// controls are the rows.
 var controls = []Control{
 	{
 		Name: "interrupt", Request: command.InterruptSession, RequestOp: (*domain.AgentSession).RequestInterrupt,

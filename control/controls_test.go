@@ -45,8 +45,8 @@ func TestCheckRefusesAnIncompleteRow(t *testing.T) {
 
 func TestCheckRefusesWhatTheProtocolDoesNotKnow(t *testing.T) {
 	row := control.All()[0]
-	row.Sidecar = domain.SidecarCommand("compact")
-	assert.ErrorContains(t, control.Check([]control.Control{row}), `the protocol has no command "compact"`)
+	row.Sidecar = domain.SidecarCommand("dance")
+	assert.ErrorContains(t, control.Check([]control.Control{row}), `the protocol has no command "dance"`)
 
 	row = control.All()[0]
 	row.Ack = protocol.SessionStarted{}

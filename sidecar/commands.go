@@ -242,43 +242,33 @@ func (r *runner) onReload(e protocol.Entry) error {
 }
 
 func (r *runner) onAnswer(e protocol.Entry) error {
-	var d protocol.AnswerQuestion
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.questions, d.ToolUseID)
-	if !ok {
-		return fmt.Errorf("no question %s: %w", d.ToolUseID, errNotPending)
-	}
-	ch <- d.Answer
-	return nil
+	return reply(r, e, r.questions, "question",
+		func(d protocol.AnswerQuestion) string { return d.ToolUseID },
+		func(d protocol.AnswerQuestion) string { return d.Answer })
 }
 
 func (r *runner) onPlanDecision(e protocol.Entry) error {
-	var d protocol.PlanDecision
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.plans, d.ToolUseID)
-	if !ok {
-		return fmt.Errorf("no plan %s: %w", d.ToolUseID, errNotPending)
-	}
-	ch <- engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
-	return nil
+	return reply(r, e, r.plans, "plan",
+		func(d protocol.PlanDecision) string { return d.ToolUseID },
+		func(d protocol.PlanDecision) engine.PlanDecision {
+			return engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
+		})
 }
 
 func (r *runner) onPermission(e protocol.Entry) error {
-	var d protocol.PermissionResponse
+	return reply(r, e, r.perms, "permission request",
+		func(d protocol.PermissionResponse) string { return d.RequestID },
+		func(d protocol.PermissionResponse) engine.Permission {
+			return engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
+		})
+}
+
+// reply hands the answer a command of type C carries to the turn that
+// waits on it in waiting, under the id key names; nothing waiting for it
+// is errNotPending.
+func reply[C interface{ Validate() error }, V any](r *runner, e protocol.Entry, waiting map[string]chan V, what string,
+	key func(C) string, answer func(C) V) error {
+	var d C
 	if err := protocol.DecodeData(e.Data, &d); err != nil {
 		return err
 	}
@@ -287,11 +277,11 @@ func (r *runner) onPermission(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.perms, d.RequestID)
+	ch, ok := takeWaiter(waiting, key(d))
 	if !ok {
-		return fmt.Errorf("no permission request %s: %w", d.RequestID, errNotPending)
+		return fmt.Errorf("no %s %s: %w", what, key(d), errNotPending)
 	}
-	ch <- engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
+	ch <- answer(d)
 	return nil
 }
 

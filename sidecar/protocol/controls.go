@@ -3,33 +3,43 @@ package protocol
 // The two-phase controls: a command the control plane sends and waits to
 // see acknowledged, and the ack the sidecar answers with, which echoes the
 // command's command_id. A control is declared here once, its command data
-// and its ack side by side; control.Controls pairs each with the session's
+// and its ack side by side; control.All pairs each with the session's
 // side of it.
 
-// Control command types.
+// Control command types, each with the type of its ack.
 const (
-	CommandInterrupt    = "interrupt"
-	CommandPause        = "pause"
-	CommandResume       = "resume"
-	CommandStop         = "stop"
-	CommandReloadConfig = "reload_config"
+	CommandInterrupt     = "interrupt"
+	EventInterruptAck    = "interrupt_ack"
+	CommandPause         = "pause"
+	EventPauseAck        = "pause_ack"
+	CommandResume        = "resume"
+	EventResumeAck       = "resume_ack"
+	CommandStop          = "stop"
+	EventStopAck         = "stop_ack"
+	CommandReloadConfig  = "reload_config"
+	EventReloadConfigAck = "reload_config_ack"
 )
 
 // ControlCommandTypes lists the control commands, in the order README.md
 // documents them.
 var ControlCommandTypes = []string{CommandInterrupt, CommandPause, CommandResume, CommandStop, CommandReloadConfig}
 
-// Ack event types, one a control command.
-const (
-	EventInterruptAck    = "interrupt_ack"
-	EventPauseAck        = "pause_ack"
-	EventResumeAck       = "resume_ack"
-	EventStopAck         = "stop_ack"
-	EventReloadConfigAck = "reload_config_ack"
-)
-
 // AckTypes lists the ack event types, in the order README.md documents them.
 var AckTypes = []string{EventInterruptAck, EventPauseAck, EventResumeAck, EventStopAck, EventReloadConfigAck}
+
+// controlData are the data types of the control commands and their acks.
+var controlData = map[string]func() any{
+	CommandInterrupt:     func() any { return &Interrupt{} },
+	EventInterruptAck:    func() any { return &InterruptAck{} },
+	CommandPause:         func() any { return &Pause{} },
+	EventPauseAck:        func() any { return &PauseAck{} },
+	CommandResume:        func() any { return &Resume{} },
+	EventResumeAck:       func() any { return &ResumeAck{} },
+	CommandStop:          func() any { return &Stop{} },
+	EventStopAck:         func() any { return &StopAck{} },
+	CommandReloadConfig:  func() any { return &ReloadConfig{} },
+	EventReloadConfigAck: func() any { return &ReloadConfigAck{} },
+}
 
 // Interrupt is the data of an interrupt command (no fields).
 type Interrupt struct{}
