@@ -12,26 +12,28 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
 )
 
-// Error kinds. Domain errors, command results and the errors of this
-// package carry one of them; MapError turns each into one HTTP status.
+// Error kinds: the kinds of domain/errors.go, named here for the handlers.
+// Domain errors, command results and the errors of this package carry one
+// of them; MapError turns each into one HTTP status.
 const (
 	// KindValidation is invalid input: 422, naming the failing field.
-	KindValidation = "validation"
+	KindValidation = domain.KindValidation
 	// KindConflict is a domain rule that forbids the transition in the
 	// aggregate's current status: 409, with that status.
-	KindConflict = "conflict"
+	KindConflict = domain.KindConflict
 	// KindNotFound is what does not exist or is not the caller's: 404.
-	KindNotFound = "not_found"
+	KindNotFound = domain.KindNotFound
 	// KindUnauthorized is a missing or invalid credential: 401.
-	KindUnauthorized = "unauthorized"
+	KindUnauthorized = domain.KindUnauthorized
 	// KindForbidden is a valid credential that may not touch the resource: 403.
-	KindForbidden = "forbidden"
+	KindForbidden = domain.KindForbidden
 	// KindRateLimited is a caller over its rate: 429, with Retry-After.
-	KindRateLimited = "rate_limited"
+	KindRateLimited = domain.KindRateLimited
 	// KindInternal is anything else: 500, without details.
-	KindInternal = "internal"
+	KindInternal = domain.KindInternal
 )
 
 // Kinded is an error of a known kind (one of the Kind constants). Domain

@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PostgresIdempotency is the IdempotencyStore of the api, in the table
-// idempotency_keys (migrations/002_idempotency.sql).
+// PostgresIdempotency is the IdempotencyStore of the api, on the table of
+// postgres.IdempotencyKeys: it adds the request hash check and the stored
+// response's encoding.
 type PostgresIdempotency struct {
 	// Pool is the database.
 	Pool *pgxpool.Pool
@@ -46,57 +47,42 @@ func (s *PostgresIdempotency) lockTimeout() time.Duration {
 	return 5 * time.Second
 }
 
-// claimSQL takes the key when it is new, expired, or held by a request
-// whose lock ran out; otherwise it returns no row.
-const claimSQL = `
-INSERT INTO idempotency_keys (scope, method, path, key, request_hash, locked_until, expires_at)
-VALUES ($1, $2, $3, $4, $5, now() + $6::interval, now() + $7::interval)
-ON CONFLICT (scope, method, path, key) DO UPDATE
-   SET request_hash = EXCLUDED.request_hash, status = NULL, headers = NULL, body = NULL,
-       created_at = now(), locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
- WHERE idempotency_keys.expires_at < now()
-    OR (idempotency_keys.status IS NULL AND idempotency_keys.locked_until < now())
-RETURNING true`
+func (s *PostgresIdempotency) keys() postgres.IdempotencyKeys {
+	return postgres.IdempotencyKeys{DB: s.Pool}
+}
+
+func keyOf(k IdempotencyScope) postgres.IdempotencyKey {
+	return postgres.IdempotencyKey{Scope: k.Caller, Method: k.Method, Path: k.Path, Key: k.Key}
+}
 
 // Begin implements IdempotencyStore.
 func (s *PostgresIdempotency) Begin(ctx context.Context, k IdempotencyScope, requestHash [32]byte) (*StoredResponse, error) {
 	// Two rounds: a key abandoned between the claim and the read is free
 	// again, so claim once more.
 	for range 2 {
-		var claimed bool
-		err := s.Pool.QueryRow(ctx, claimSQL, k.Caller, k.Method, k.Path, k.Key, requestHash[:],
-			s.lockTimeout(), s.ttl()).Scan(&claimed)
-		if err == nil {
-			return nil, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		claimed, err := s.keys().Claim(ctx, keyOf(k), requestHash[:], s.lockTimeout(), s.ttl())
+		if err != nil {
 			return nil, fmt.Errorf("api: claim idempotency key: %w", err)
 		}
-		var (
-			hash    []byte
-			status  *int
-			headers []byte
-			body    []byte
-		)
-		err = s.Pool.QueryRow(ctx, `
-SELECT request_hash, status, headers, body FROM idempotency_keys
- WHERE scope = $1 AND method = $2 AND path = $3 AND key = $4`,
-			k.Caller, k.Method, k.Path, k.Key).Scan(&hash, &status, &headers, &body)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if claimed {
+			return nil, nil
+		}
+		stored, err := s.keys().Get(ctx, keyOf(k))
+		if errors.Is(err, postgres.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("api: read idempotency key: %w", err)
 		}
-		if !bytes.Equal(hash, requestHash[:]) {
+		if !bytes.Equal(stored.RequestHash, requestHash[:]) {
 			return nil, ErrIdempotencyMismatch
 		}
-		if status == nil {
+		if stored.Status == nil {
 			return nil, ErrIdempotencyInProgress
 		}
-		resp := &StoredResponse{Status: *status, Header: http.Header{}, Body: body}
-		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+		resp := &StoredResponse{Status: *stored.Status, Header: http.Header{}, Body: stored.Body}
+		if len(stored.Headers) > 0 {
+			if err := json.Unmarshal(stored.Headers, &resp.Header); err != nil {
 				return nil, fmt.Errorf("api: decode stored headers: %w", err)
 			}
 		}
@@ -115,11 +101,7 @@ func (s *PostgresIdempotency) Finish(ctx context.Context, k IdempotencyScope, re
 	if body == nil {
 		body = []byte{}
 	}
-	_, err = s.Pool.Exec(ctx, `
-UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
- WHERE scope = $1 AND method = $2 AND path = $3 AND key = $4 AND status IS NULL`,
-		k.Caller, k.Method, k.Path, k.Key, resp.Status, headers, body)
-	if err != nil {
+	if err := s.keys().Complete(ctx, keyOf(k), resp.Status, headers, body); err != nil {
 		return fmt.Errorf("api: store idempotent response: %w", err)
 	}
 	return nil
@@ -127,11 +109,7 @@ UPDATE idempotency_keys SET status = $5, headers = $6, body = $7
 
 // Renew implements IdempotencyStore.
 func (s *PostgresIdempotency) Renew(ctx context.Context, k IdempotencyScope) error {
-	_, err := s.Pool.Exec(ctx, `
-UPDATE idempotency_keys SET locked_until = now() + $5::interval
- WHERE scope = $1 AND method = $2 AND path = $3 AND key = $4 AND status IS NULL`,
-		k.Caller, k.Method, k.Path, k.Key, s.lockTimeout())
-	if err != nil {
+	if err := s.keys().Renew(ctx, keyOf(k), s.lockTimeout()); err != nil {
 		return fmt.Errorf("api: renew idempotency key: %w", err)
 	}
 	return nil
@@ -139,11 +117,7 @@ UPDATE idempotency_keys SET locked_until = now() + $5::interval
 
 // Abandon implements IdempotencyStore.
 func (s *PostgresIdempotency) Abandon(ctx context.Context, k IdempotencyScope) error {
-	_, err := s.Pool.Exec(ctx, `
-DELETE FROM idempotency_keys
- WHERE scope = $1 AND method = $2 AND path = $3 AND key = $4 AND status IS NULL`,
-		k.Caller, k.Method, k.Path, k.Key)
-	if err != nil {
+	if err := s.keys().Release(ctx, keyOf(k)); err != nil {
 		return fmt.Errorf("api: release idempotency key: %w", err)
 	}
 	return nil
@@ -153,9 +127,9 @@ DELETE FROM idempotency_keys
 // it removed; a periodic job may call it to keep the table small (expired
 // keys are ignored, and reused, without it).
 func (s *PostgresIdempotency) DeleteExpired(ctx context.Context) (int64, error) {
-	tag, err := s.Pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at < now()`)
+	n, err := s.keys().DeleteExpired(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("api: delete expired idempotency keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

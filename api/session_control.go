@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/domain"
 )
 
@@ -15,24 +16,15 @@ type simpleCommand struct {
 	op, path, summary, description, command string
 }
 
-// simpleCommands are the lifecycle commands without parameters. Each
+// simpleCommands are the lifecycle commands without parameters besides
+// the two-phase controls, whose routes come from control.All(). Each
 // answers the session's new state, or 409 with its current status when
 // the status forbids the command.
 var simpleCommands = []simpleCommand{
-	{"interrupt-session", "interrupt", "Interrupt a session",
-		"Stops the running turn (Running -> Interrupting; Interrupted once the agent acknowledges). A follow-up message starts the next turn.", command.InterruptSession},
-	{"pause-session", "pause", "Pause a session",
-		"Suspends a running session (Running -> Pausing; Paused once the agent acknowledges).", command.PauseSession},
-	{"resume-session", "resume", "Resume a session",
-		"Resumes a paused session (Paused -> Resuming; Running once the agent acknowledges).", command.ResumeSession},
-	{"cancel-session", "cancel", "Cancel a session",
-		"Stops the session for good (-> Cancelling; Cancelled once the agent stopped). A Queued session is Cancelled at once.", command.CancelSession},
 	{"approve-session", "approve", "Approve a session's output",
 		"Accepts the output awaiting review (Idle with hasPendingReview -> Completed).", command.ApproveOutput},
 	{"close-session", "close", "Close an idle session",
 		"Ends an Idle session that has no output awaiting review (-> Completed).", command.CloseSession},
-	{"reload-session", "reload", "Reload a session's configuration",
-		"Asks the agent to reload its composed configuration after a skill change (Idle or Interrupted).", command.ReloadSession},
 	{"approve-plan", "plan/approve", "Approve a session's plan",
 		"Approves the plan awaiting approval (WaitingForApproval -> Running).", command.ApprovePlan},
 }
@@ -90,12 +82,12 @@ type raiseBudgetInput struct {
 // addSessionControlRoutes registers the commands that steer a session's
 // lifecycle.
 func (s *Server) addSessionControlRoutes(api huma.API) {
+	for _, c := range control.All() {
+		simple := simpleCommand{c.Route.OperationID, c.Route.Path, c.Route.Summary, c.Route.Description, c.Request}
+		s.addSimpleCommand(api, simple)
+	}
 	for _, c := range simpleCommands {
-		name := c.command
-		register(api, humanOp(c.op, http.MethodPost, "/api/agents/sessions/{id}/"+c.path, c.summary, c.description, "Session control", commandErrors),
-			func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
-				return s.sessionCommand(ctx, in.ID, name, nil, nil)
-			})
+		s.addSimpleCommand(api, c)
 	}
 	register(api, humanOp("reject-session", http.MethodPost, "/api/agents/sessions/{id}/reject", "Reject a session's output",
 		"Rejects the output awaiting review (Idle with hasPendingReview -> Failed); the session may be retried.", "Session control", commandErrors),
@@ -134,6 +126,16 @@ func (s *Server) addSessionControlRoutes(api huma.API) {
 			}
 			return s.sessionCommand(ctx, in.ID, command.RaiseBudget, command.BudgetData{HardCapUsd: amount},
 				map[string]string{"budget.hardCapUsd": "hardCapUsd"})
+		})
+}
+
+// addSimpleCommand registers the route of a command that takes nothing
+// but the session.
+func (s *Server) addSimpleCommand(api huma.API, c simpleCommand) {
+	name := c.command
+	register(api, humanOp(c.op, http.MethodPost, "/api/agents/sessions/{id}/"+c.path, c.summary, c.description, "Session control", commandErrors),
+		func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
+			return s.sessionCommand(ctx, in.ID, name, nil, nil)
 		})
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/domain"
 	"github.com/google/uuid"
 )
 
@@ -53,14 +54,15 @@ func New(aggregate, name string, aggregateID uuid.UUID, ownerID string, data any
 		OwnerID: ownerID, IssuedAt: time.Now().UTC(), Data: raw}, nil
 }
 
-// Error kinds a result may carry. The HTTP API maps each to one status.
+// Error kinds a result may carry: the kinds of domain/errors.go, named
+// here for the command's senders. The HTTP API maps each to one status.
 const (
-	KindValidation   = "validation"
-	KindConflict     = "conflict"
-	KindNotFound     = "not_found"
-	KindUnauthorized = "unauthorized"
-	KindForbidden    = "forbidden"
-	KindInternal     = "internal"
+	KindValidation   = domain.KindValidation
+	KindConflict     = domain.KindConflict
+	KindNotFound     = domain.KindNotFound
+	KindUnauthorized = domain.KindUnauthorized
+	KindForbidden    = domain.KindForbidden
+	KindInternal     = domain.KindInternal
 )
 
 // Result is what the commands worker answers to a command.

@@ -5,16 +5,26 @@ import (
 	"fmt"
 )
 
-// Error kinds. Every error of this package has one, so the api maps it to
-// one HTTP status and the command handlers to one result code; the values
-// are the ones the api package switches on.
+// Error kinds: the one list of them. Every error of this package has one
+// of the first three; command results and the api's own errors may carry
+// any. The api maps each kind to one HTTP status, the command handlers to
+// one result; command and api name these values, they do not redefine them.
 const (
 	// KindValidation is input that breaks a value rule (422).
 	KindValidation = "validation"
 	// KindConflict is an operation the aggregate's current state forbids (409).
 	KindConflict = "conflict"
-	// KindNotFound is an entity missing from its aggregate (404).
+	// KindNotFound is an entity missing from its aggregate, or one that
+	// is not the caller's (404).
 	KindNotFound = "not_found"
+	// KindUnauthorized is a missing or invalid credential (401).
+	KindUnauthorized = "unauthorized"
+	// KindForbidden is a valid credential that may not touch the resource (403).
+	KindForbidden = "forbidden"
+	// KindRateLimited is a caller over its rate (429).
+	KindRateLimited = "rate_limited"
+	// KindInternal is anything else (500).
+	KindInternal = "internal"
 )
 
 // Sentinel errors. Test for them with errors.Is; the typed errors below

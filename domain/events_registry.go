@@ -8,15 +8,12 @@ import (
 )
 
 // allEvents holds one zero value of every event type, so consumers can
-// list and decode events by their type name.
-var allEvents = []Event{
+// list and decode events by their type name. The two-phase controls'
+// events are listed with the controls (controlEvents).
+var allEvents = slices.Concat(controlEvents, []Event{
 	// AgentSession lifecycle.
 	AgentSessionCreatedEvent{}, AgentSessionStartedEvent{}, AgentSessionTurnBegunEvent{},
 	AgentSessionTurnCompletedEvent{}, AgentSessionOutputReadyEvent{},
-	SessionInterruptRequestedEvent{}, SessionInterruptedEvent{},
-	SessionPauseRequestedEvent{}, SessionPausedEvent{},
-	SessionResumeRequestedEvent{}, SessionResumedEvent{},
-	SessionCancelRequestedEvent{}, SessionCancelledEvent{},
 	AgentSessionApprovedEvent{}, AgentSessionClosedEvent{}, AgentSessionRejectedEvent{},
 	AgentSessionFailedEvent{}, AgentSessionRetriedEvent{},
 	ContextNearingLimitEvent{}, ContextExhaustedEvent{}, SessionVoluntaryHandoffEvent{},
@@ -27,7 +24,6 @@ var allEvents = []Event{
 	SessionPlanCreatedEvent{}, SessionPlanPendingApprovalEvent{}, SessionPlanApprovedEvent{},
 	SessionPlanRejectedEvent{}, SessionTaskListUpdatedEvent{},
 	SessionSkillEnabledEvent{}, SessionSkillDisabledEvent{},
-	SessionReloadRequestedEvent{}, SessionReloadedEvent{},
 	SessionMetricsUpdatedEvent{}, SessionBudgetWarningEvent{}, SessionBudgetExhaustedEvent{},
 	SessionBudgetRaisedEvent{}, SessionAutoContinuedEvent{}, SessionAutoContinueExhaustedEvent{},
 	AgentAPITaskCreatedEvent{},
@@ -50,7 +46,7 @@ var allEvents = []Event{
 	// AgentTemplate.
 	AgentTemplateCreatedEvent{}, AgentTemplateUpdatedEvent{},
 	AgentTemplateDeactivatedEvent{}, AgentTemplateActivatedEvent{},
-}
+})
 
 var eventsByType = func() map[string]reflect.Type {
 	m := make(map[string]reflect.Type, len(allEvents))

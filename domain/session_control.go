@@ -11,6 +11,33 @@ import (
 // sidecar command; the sidecar's ack confirms the final status. The
 // intermediate status is what refuses a duplicate request.
 
+// controlTransitions adds the moves of the two-phase controls to the
+// transition table (reload's, which only a skill change asks for, stand
+// with the skills').
+func controlTransitions(move func(op Operation, from []SessionStatus, to SessionStatus, c Case)) {
+	one := func(s ...SessionStatus) []SessionStatus { return s }
+	move(OpRequestInterrupt, one(StatusRunning), StatusInterrupting, CaseNone)
+	move(OpConfirmInterrupted, one(StatusInterrupting), StatusInterrupted, CaseNone)
+	move(OpRequestPause, one(StatusRunning), StatusPausing, CaseNone)
+	move(OpConfirmPaused, one(StatusPausing), StatusPaused, CaseNone)
+	move(OpRequestResume, one(StatusPaused), StatusResuming, CaseNone)
+	move(OpConfirmResumed, one(StatusResuming), StatusRunning, CaseNone)
+	move(OpConfirmResumed, one(StatusResuming), StatusPausing, CaseHardCapSpent)
+	move(OpRequestCancel, cancellableLive, StatusCancelling, CaseNone)
+	move(OpRequestCancel, one(StatusQueued), StatusCancelled, CaseNone) // no sidecar to stop
+	move(OpConfirmCancelled, one(StatusCancelling, StatusQueued), StatusCancelled, CaseNone)
+}
+
+// controlEvents are the events of the two-phase controls: each control's
+// request, and its confirmation.
+var controlEvents = []Event{
+	SessionInterruptRequestedEvent{}, SessionInterruptedEvent{},
+	SessionPauseRequestedEvent{}, SessionPausedEvent{},
+	SessionResumeRequestedEvent{}, SessionResumedEvent{},
+	SessionCancelRequestedEvent{}, SessionCancelledEvent{},
+	SessionReloadRequestedEvent{}, SessionReloadedEvent{},
+}
+
 // RequestInterrupt asks the sidecar to stop the current turn: Running -> Interrupting.
 func (s *AgentSession) RequestInterrupt(now time.Time) error {
 	to, err := s.target(OpRequestInterrupt, CaseNone)

@@ -150,16 +150,7 @@ func init() {
 	stay(OpRecordLogChunk, live, CaseNone)
 
 	// The two-phase lifecycle pairs.
-	move(OpRequestInterrupt, one(StatusRunning), StatusInterrupting, CaseNone)
-	move(OpConfirmInterrupted, one(StatusInterrupting), StatusInterrupted, CaseNone)
-	move(OpRequestPause, one(StatusRunning), StatusPausing, CaseNone)
-	move(OpConfirmPaused, one(StatusPausing), StatusPaused, CaseNone)
-	move(OpRequestResume, one(StatusPaused), StatusResuming, CaseNone)
-	move(OpConfirmResumed, one(StatusResuming), StatusRunning, CaseNone)
-	move(OpConfirmResumed, one(StatusResuming), StatusPausing, CaseHardCapSpent)
-	move(OpRequestCancel, cancellableLive, StatusCancelling, CaseNone)
-	move(OpRequestCancel, one(StatusQueued), StatusCancelled, CaseNone) // no sidecar to stop
-	move(OpConfirmCancelled, one(StatusCancelling, StatusQueued), StatusCancelled, CaseNone)
+	controlTransitions(move)
 
 	// Context window.
 	move(OpRecordContextExhausted, one(StatusRunning), StatusContextExhausted, CaseNone)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // Header names the relay sets on every raw event besides Nats-Msg-Id and
@@ -23,65 +24,20 @@ const (
 )
 
 // TypeInvalid is the type, and the last subject token, of a Redis entry the
-// relay could not read as a raw event: an unknown or missing type, data that
-// is not a JSON object, a missing or non-numeric ts. Such an entry is still
-// forwarded, with its raw fields, so the acl worker records and dead-letters
-// it.
-const TypeInvalid = "invalid"
+// relay could not read as a raw event (see protocol.TypeInvalid).
+const TypeInvalid = protocol.TypeInvalid
 
-// knownTypes are the raw event types of the Redis contract (DESIGN.md §3).
-var knownTypes = map[string]bool{
-	"session_started":       true,
-	"assistant_message":     true,
-	"text_delta":            true,
-	"tool_result":           true,
-	"subagent_message":      true,
-	"usage_update":          true,
-	"turn_completed":        true,
-	"context_nearing_limit": true,
-	"context_exhausted":     true,
-	"handoff_document":      true,
-	"voluntary_handoff":     true,
-	"permission_request":    true,
-	"session_end":           true,
-	"message_delivered":     true,
-	"interrupt_ack":         true,
-	"pause_ack":             true,
-	"resume_ack":            true,
-	"stop_ack":              true,
-	"reload_config_ack":     true,
-	"validation_result":     true,
-	// error: the sidecar could not carry out a command (sidecar/README.md).
-	"error": true,
-}
-
-// Event is the JSON body of a message on agents.sidecar.<sessionId>.events.<type>.
-// A valid entry has Data and no Error; an invalid one has Type "invalid",
-// Error and Fields, and no Data.
-type Event struct {
-	// SessionID is the session whose stream the entry came from.
-	SessionID string `json:"sessionId"`
-	// EntryID is the Redis stream entry id ("<ms>-<seq>").
-	EntryID string `json:"entryId"`
-	// Type is the entry's type field, or "invalid".
-	Type string `json:"type"`
-	// TS is the entry's ts field: Unix milliseconds, 0 when unreadable.
-	TS int64 `json:"ts"`
-	// Data is the entry's data field, a JSON object, as the sidecar wrote it.
-	Data json.RawMessage `json:"data,omitempty"`
-	// Error says why an invalid entry could not be read.
-	Error string `json:"error,omitempty"`
-	// Fields are all the fields of an invalid entry, as strings.
-	Fields map[string]string `json:"fields,omitempty"`
-}
+// Event is the JSON body of a message on agents.sidecar.<sessionId>.events.<type>;
+// the contract declares it as protocol.RawEvent.
+type Event = protocol.RawEvent
 
 // EventsKey returns the Redis key of a session's event stream,
 // agent:session:{<id>}. The braces are a Redis Cluster hash tag.
-func EventsKey(sessionID string) string { return "agent:session:{" + sessionID + "}" }
+func EventsKey(sessionID string) string { return protocol.EventsKey(sessionID) }
 
 // CommandsKey returns the Redis key of a session's command stream,
 // agent:session:{<id>}:commands.
-func CommandsKey(sessionID string) string { return EventsKey(sessionID) + ":commands" }
+func CommandsKey(sessionID string) string { return protocol.CommandsKey(sessionID) }
 
 // MsgID returns the Nats-Msg-Id of the event relayed from entryID of a
 // session: <sessionId>:<entryId>.
@@ -90,18 +46,7 @@ func MsgID(sessionID, entryID string) string { return sessionID + ":" + entryID 
 // ValidSessionID reports whether id can name a session: it becomes a NATS
 // subject token, a KV key and part of a Redis key, so only a-z, 0-9, '-'
 // and '_' are allowed (a UUID in its usual lowercase form passes).
-func ValidSessionID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
-}
+func ValidSessionID(id string) bool { return protocol.ValidSessionID(id) }
 
 // headroom is what the headers of an event take at most, besides its body.
 const headroom = 2048
@@ -172,7 +117,7 @@ func checkEntry(fields map[string]any) (typ string, data []byte, ts int64, reaso
 	switch {
 	case typ == "":
 		return "", nil, ts, "missing type"
-	case !knownTypes[typ]:
+	case !protocol.IsEventType(typ):
 		return "", nil, ts, fmt.Sprintf("unknown type %q", typ)
 	}
 	rawData, ok := fields["data"].(string)
@@ -214,4 +159,4 @@ func appendValidBody(b []byte, sessionID, entryID, typ string, ts int64, data []
 
 // IsKnownType reports whether typ is a raw event type of the Redis contract
 // (DESIGN.md §3).
-func IsKnownType(typ string) bool { return knownTypes[typ] }
+func IsKnownType(typ string) bool { return protocol.IsEventType(typ) }

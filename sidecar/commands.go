@@ -81,33 +81,12 @@ func (r *runner) handle(m redis.XMessage) {
 		return
 	}
 	r.log.Info("command", "type", e.Type, "command_id", e.CommandID, "entry_id", e.ID)
-	var handler func(protocol.Entry) error
-	switch e.Type {
-	case protocol.CommandSteeringMessage:
-		handler = r.onSteering
-	case protocol.CommandInterrupt:
-		handler = r.onInterrupt
-	case protocol.CommandPause:
-		handler = r.onPause
-	case protocol.CommandResume:
-		handler = r.onResume
-	case protocol.CommandStop:
-		handler = r.onStop
-	case protocol.CommandReloadConfig:
-		handler = r.onReload
-	case protocol.CommandAnswerQuestion:
-		handler = r.onAnswer
-	case protocol.CommandPlanDecision:
-		handler = r.onPlanDecision
-	case protocol.CommandPermissionResponse:
-		handler = r.onPermission
-	case protocol.CommandRunValidation:
-		handler = r.onRunValidation
-	default:
+	handler, ok := commandHandlers[e.Type]
+	if !ok {
 		r.commandError(e, protocol.CodeUnknownCommand, fmt.Errorf("unknown command type %q", e.Type))
 		return
 	}
-	if err := handler(e); err != nil {
+	if err := handler(r, e); err != nil {
 		code := protocol.CodeBadData
 		if errors.Is(err, errNotPending) {
 			code = protocol.CodeNotPending
@@ -117,6 +96,23 @@ func (r *runner) handle(m redis.XMessage) {
 }
 
 var errNotPending = errors.New("nothing waits for it")
+
+// commandHandlers carry out each command type of the protocol; a type
+// without one is answered with an unknown_command error. Its tests check
+// it against protocol.CommandTypes and the control plane's two-phase
+// controls.
+var commandHandlers = map[string]func(*runner, protocol.Entry) error{
+	protocol.CommandSteeringMessage:    (*runner).onSteering,
+	protocol.CommandInterrupt:          (*runner).onInterrupt,
+	protocol.CommandPause:              (*runner).onPause,
+	protocol.CommandResume:             (*runner).onResume,
+	protocol.CommandStop:               (*runner).onStop,
+	protocol.CommandReloadConfig:       (*runner).onReload,
+	protocol.CommandAnswerQuestion:     (*runner).onAnswer,
+	protocol.CommandPlanDecision:       (*runner).onPlanDecision,
+	protocol.CommandPermissionResponse: (*runner).onPermission,
+	protocol.CommandRunValidation:      (*runner).onRunValidation,
+}
 
 func (r *runner) onSteering(e protocol.Entry) error {
 	var m protocol.SteeringMessage
@@ -246,43 +242,33 @@ func (r *runner) onReload(e protocol.Entry) error {
 }
 
 func (r *runner) onAnswer(e protocol.Entry) error {
-	var d protocol.AnswerQuestion
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.questions, d.ToolUseID)
-	if !ok {
-		return fmt.Errorf("no question %s: %w", d.ToolUseID, errNotPending)
-	}
-	ch <- d.Answer
-	return nil
+	return reply(r, e, r.questions, "question",
+		func(d protocol.AnswerQuestion) string { return d.ToolUseID },
+		func(d protocol.AnswerQuestion) string { return d.Answer })
 }
 
 func (r *runner) onPlanDecision(e protocol.Entry) error {
-	var d protocol.PlanDecision
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.plans, d.ToolUseID)
-	if !ok {
-		return fmt.Errorf("no plan %s: %w", d.ToolUseID, errNotPending)
-	}
-	ch <- engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
-	return nil
+	return reply(r, e, r.plans, "plan",
+		func(d protocol.PlanDecision) string { return d.ToolUseID },
+		func(d protocol.PlanDecision) engine.PlanDecision {
+			return engine.PlanDecision{Approved: *d.Approved, Feedback: d.Feedback}
+		})
 }
 
 func (r *runner) onPermission(e protocol.Entry) error {
-	var d protocol.PermissionResponse
+	return reply(r, e, r.perms, "permission request",
+		func(d protocol.PermissionResponse) string { return d.RequestID },
+		func(d protocol.PermissionResponse) engine.Permission {
+			return engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
+		})
+}
+
+// reply hands the answer a command of type C carries to the turn that
+// waits on it in waiting, under the id key names; nothing waiting for it
+// is errNotPending.
+func reply[C interface{ Validate() error }, V any](r *runner, e protocol.Entry, waiting map[string]chan V, what string,
+	key func(C) string, answer func(C) V) error {
+	var d C
 	if err := protocol.DecodeData(e.Data, &d); err != nil {
 		return err
 	}
@@ -291,11 +277,11 @@ func (r *runner) onPermission(e protocol.Entry) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch, ok := takeWaiter(r.perms, d.RequestID)
+	ch, ok := takeWaiter(waiting, key(d))
 	if !ok {
-		return fmt.Errorf("no permission request %s: %w", d.RequestID, errNotPending)
+		return fmt.Errorf("no %s %s: %w", what, key(d), errNotPending)
 	}
-	ch <- engine.Permission{Allow: d.Behavior == protocol.BehaviorAllow, Message: d.Message}
+	ch <- answer(d)
 	return nil
 }
 

@@ -15,57 +15,18 @@ import (
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/sidecar"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/sidecar/protocol/protocoltest"
 )
 
 // strictDecode checks that an event's data has exactly its documented shape.
 func strictDecode(t *testing.T, e protocol.Entry) {
 	t.Helper()
-	switch e.Type {
-	case protocol.EventSessionStarted:
-		decode[protocol.SessionStarted](t, e)
-	case protocol.EventAssistantMessage:
-		decode[protocol.AssistantMessage](t, e)
-	case protocol.EventTextDelta:
-		decode[protocol.TextDelta](t, e)
-	case protocol.EventToolResult:
-		decode[protocol.ToolResult](t, e)
-	case protocol.EventSubagentMessage:
-		decode[protocol.SubagentMessage](t, e)
-	case protocol.EventUsageUpdate:
-		decode[protocol.UsageUpdate](t, e)
-	case protocol.EventTurnCompleted:
-		decode[protocol.TurnCompleted](t, e)
-	case protocol.EventContextNearingLimit:
-		decode[protocol.ContextNearingLimit](t, e)
-	case protocol.EventContextExhausted:
-		decode[protocol.ContextExhausted](t, e)
-	case protocol.EventHandoffDocument:
-		decode[protocol.HandoffDocument](t, e)
-	case protocol.EventVoluntaryHandoff:
-		decode[protocol.VoluntaryHandoff](t, e)
-	case protocol.EventPermissionRequest:
-		decode[protocol.PermissionRequest](t, e)
-	case protocol.EventSessionEnd:
-		decode[protocol.SessionEnd](t, e)
-	case protocol.EventMessageDelivered:
-		decode[protocol.MessageDelivered](t, e)
-	case protocol.EventInterruptAck:
-		decode[protocol.InterruptAck](t, e)
-	case protocol.EventPauseAck:
-		decode[protocol.PauseAck](t, e)
-	case protocol.EventResumeAck:
-		decode[protocol.ResumeAck](t, e)
-	case protocol.EventStopAck:
-		decode[protocol.StopAck](t, e)
-	case protocol.EventReloadConfigAck:
-		decode[protocol.ReloadConfigAck](t, e)
-	case protocol.EventValidationResult:
-		decode[protocol.ValidationResult](t, e)
-	case protocol.EventError:
-		decode[protocol.ErrorEvent](t, e)
-	default:
+	v, ok := protocol.NewData(e.Type)
+	if !ok || !protocol.IsEventType(e.Type) {
 		t.Errorf("event of unknown type %q", e.Type)
+		return
 	}
+	require.NoError(t, protocoltest.Strictly(e.Data, v), "%s data %s", e.Type, e.Data)
 }
 
 func TestDefaultScenarioWritesTextToolsSubagentUsageAndSucceeds(t *testing.T) {

@@ -21,7 +21,6 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/jsontext"
-	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -83,7 +82,7 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	var ev relay.Event
+	var ev protocol.RawEvent
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		return bus.Permanent(fmt.Errorf("raw event on %s is not JSON: %w", m.Subject(), err))
 	}
@@ -174,7 +173,7 @@ func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string
 
 // publishTextDelta puts a text_delta on the live feed without recording
 // it.
-func (w *Worker) publishTextDelta(ctx context.Context, ev relay.Event, sessionID uuid.UUID, seq uint64, at time.Time) error {
+func (w *Worker) publishTextDelta(ctx context.Context, ev protocol.RawEvent, sessionID uuid.UUID, seq uint64, at time.Time) error {
 	d, err := textDelta(ev, sessionID, at)
 	if err != nil {
 		return bus.Permanent(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/queries"
-	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -83,7 +82,7 @@ func (f *feedPublisher) publish(ctx context.Context, sessionID uuid.UUID, seq ui
 // their results and the assistant's text get their own kinds, with what a
 // live view needs (a call's input as an object); everything else is the
 // item as recorded.
-func feedItem(ev relay.Event, a domain.ActivityItem, toolUseID string) (string, any) {
+func feedItem(ev protocol.RawEvent, a domain.ActivityItem, toolUseID string) (string, any) {
 	sub := ""
 	if a.SubAgentID != nil {
 		sub = a.SubAgentID.String()
@@ -119,7 +118,7 @@ func feedItem(ev relay.Event, a domain.ActivityItem, toolUseID string) (string, 
 
 // textDelta is the feed item of a text_delta raw event, which is not
 // recorded: the finished assistant_message is the record.
-func textDelta(ev relay.Event, sessionID uuid.UUID, at time.Time) (feed.LiveTextDelta, error) {
+func textDelta(ev protocol.RawEvent, sessionID uuid.UUID, at time.Time) (feed.LiveTextDelta, error) {
 	d, err := decode[protocol.TextDelta](ev)
 	if err != nil {
 		return feed.LiveTextDelta{}, err

@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/internal/jsontext"
-	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // invalidText checks every string of a raw event's message (its type, its
@@ -28,7 +28,7 @@ func invalidText(body []byte) *jsontext.Problem {
 // text: the summary names the failing field, the detail keeps the data as
 // sent (JSON escapes such as \u0000 are plain text) with broken bytes
 // replaced.
-func invalidTextActivity(ev relay.Event, p *jsontext.Problem) domain.ActivityItem {
+func invalidTextActivity(ev protocol.RawEvent, p *jsontext.Problem) domain.ActivityItem {
 	detail := string(ev.Data)
 	if ev.Fields != nil {
 		// Strings only: encoding cannot fail, and it escapes NUL.

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -43,7 +43,7 @@ func item(typ domain.ActivityItemType, summary, detail string) domain.ActivityIt
 }
 
 // decode reads a raw event's data into T.
-func decode[T any](ev relay.Event) (T, error) {
+func decode[T any](ev protocol.RawEvent) (T, error) {
 	var v T
 	if len(ev.Data) == 0 {
 		return v, fmt.Errorf("%s: no data", ev.Type)
@@ -55,28 +55,31 @@ func decode[T any](ev relay.Event) (T, error) {
 }
 
 // translate maps one raw event (seed table "Raw Event -> Domain Command").
-func translate(ev relay.Event) (translation, error) {
+func translate(ev protocol.RawEvent) (translation, error) {
+	if c, ok := control.ByAck(ev.Type); ok {
+		return ack(ev, c.Acked, c.Confirm)
+	}
 	switch ev.Type {
-	case relay.TypeInvalid:
+	case protocol.TypeInvalid:
 		return translation{}, fmt.Errorf("invalid raw event: %s", ev.Error)
-	case "session_started":
+	case protocol.EventSessionStarted:
 		d, err := decode[protocol.SessionStarted](ev)
 		return translation{activity: item(domain.ActivityStatusChange, "Sidecar started ("+d.Engine+", "+d.Model+")", string(ev.Data))}, err
-	case "assistant_message":
+	case protocol.EventAssistantMessage:
 		return assistantMessage(ev)
-	case "tool_result":
+	case protocol.EventToolResult:
 		d, err := decode[protocol.ToolResult](ev)
 		a := item(domain.ActivityToolCallEnd, firstLine(d.Content), d.Content)
 		a.SubAgentID = subagent(d.SubagentID)
 		return translation{activity: a, toolUseID: d.ToolUseID}, err
-	case "subagent_message":
+	case protocol.EventSubagentMessage:
 		d, err := decode[protocol.SubagentMessage](ev)
 		a := item(domain.ActivityMessage, d.Text, d.Text)
 		a.SubAgentID = subagent(d.SubagentID)
 		return translation{activity: a}, err
-	case "usage_update":
+	case protocol.EventUsageUpdate:
 		return usageUpdate(ev)
-	case "turn_completed":
+	case protocol.EventTurnCompleted:
 		d, err := decode[protocol.TurnCompleted](ev)
 		tr := translation{activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data))}
 		switch {
@@ -92,19 +95,19 @@ func translate(ev relay.Event) (translation, error) {
 			tr.commands = []outgoing{sessionCmd(command.RecordTurnCompleted, nil)}
 		}
 		return tr, err
-	case "context_nearing_limit":
+	case protocol.EventContextNearingLimit:
 		d, err := decode[protocol.ContextNearingLimit](ev)
 		return translation{
 			activity: item(domain.ActivityMetricsUpdate, fmt.Sprintf("Context window %.0f%% full", d.Percent), string(ev.Data)),
 			commands: []outgoing{sessionCmd(command.RecordContextNearingLimit, command.UsageData{UsagePercent: d.Percent})},
 		}, err
-	case "context_exhausted":
+	case protocol.EventContextExhausted:
 		_, err := decode[protocol.ContextExhausted](ev)
 		return translation{
 			activity: item(domain.ActivityStatusChange, "Context window exhausted", string(ev.Data)),
 			commands: []outgoing{sessionCmd(command.RecordContextExhausted, nil)},
 		}, err
-	case "handoff_document":
+	case protocol.EventHandoffDocument:
 		// The document follows context_exhausted; the handler finds the
 		// session's chain or creates it, and the handoff reaction starts
 		// the continuation session.
@@ -113,7 +116,7 @@ func translate(ev relay.Event) (translation, error) {
 			activity: item(domain.ActivityHandoffInitiated, "Handoff: "+d.Summary, string(ev.Data)),
 			commands: []outgoing{handoff(d.Summary, d.RemainingWork, d.KeyDecisions)},
 		}, err
-	case "voluntary_handoff":
+	case protocol.EventVoluntaryHandoff:
 		// A voluntary handoff carries its document: the session stops,
 		// then the document goes the way of a handoff_document.
 		d, err := decode[protocol.VoluntaryHandoff](ev)
@@ -124,15 +127,15 @@ func translate(ev relay.Event) (translation, error) {
 				handoff(d.Summary, d.RemainingWork, d.KeyDecisions),
 			},
 		}, err
-	case "permission_request":
+	case protocol.EventPermissionRequest:
 		d, err := decode[protocol.PermissionRequest](ev)
 		a := item(domain.ActivityToolPermission, "Permission requested for "+d.ToolName, string(d.Input))
 		a.ToolName = d.ToolName
 		return translation{activity: a, commands: []outgoing{sessionCmd(command.RequestPermission,
 			command.PermissionRequestData{RequestID: d.RequestID, ToolName: d.ToolName, Input: string(d.Input)})}}, err
-	case "session_end":
+	case protocol.EventSessionEnd:
 		return sessionEnd(ev)
-	case "message_delivered":
+	case protocol.EventMessageDelivered:
 		d, err := decode[protocol.MessageDelivered](ev)
 		if err != nil {
 			return translation{}, err
@@ -150,17 +153,7 @@ func translate(ev relay.Event) (translation, error) {
 				sessionCmd(command.BeginTurn, nil),
 			},
 		}, nil
-	case "interrupt_ack":
-		return ack(ev, "Interrupted", command.ConfirmInterrupted)
-	case "pause_ack":
-		return ack(ev, "Paused", command.ConfirmPaused)
-	case "resume_ack":
-		return ack(ev, "Resumed", command.ConfirmResumed)
-	case "stop_ack":
-		return ack(ev, "Stopped", command.ConfirmCancelled)
-	case "reload_config_ack":
-		return ack(ev, "Configuration reloaded", command.ConfirmReloaded)
-	case "validation_result":
+	case protocol.EventValidationResult:
 		d, err := decode[protocol.ValidationResult](ev)
 		failed := 0
 		for _, c := range d.Checks {
@@ -175,7 +168,7 @@ func translate(ev relay.Event) (translation, error) {
 		// The auto-continue reaction reads the result from the raw event
 		// itself: the session changes only through what it decides.
 		return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data))}, err
-	case "error":
+	case protocol.EventError:
 		d, err := decode[protocol.ErrorEvent](ev)
 		return translation{activity: item(domain.ActivityUnknownEvent, "Sidecar error: "+d.Message, string(ev.Data))}, err
 	}
@@ -192,7 +185,7 @@ func handoff(summary, remainingWork, keyDecisions string) outgoing {
 // ack confirms the command whose id the ack echoes. An ack without a
 // readable command id still goes to the session, which refuses it as a
 // stray like any other.
-func ack(ev relay.Event, summary, name string) (translation, error) {
+func ack(ev protocol.RawEvent, summary, name string) (translation, error) {
 	var d struct {
 		CommandID string `json:"command_id"`
 	}
@@ -204,7 +197,7 @@ func ack(ev relay.Event, summary, name string) (translation, error) {
 
 // unexpectedAck is the item of an ack the session refused: it changed
 // nothing, and says so instead of what a confirmed ack would have done.
-func unexpectedAck(ev relay.Event, refused *command.Error, confirmed domain.ActivityItem) domain.ActivityItem {
+func unexpectedAck(ev protocol.RawEvent, refused *command.Error, confirmed domain.ActivityItem) domain.ActivityItem {
 	a := item(domain.ActivityUnknownEvent, "Unexpected "+ev.Type+" ignored: "+refused.Message, string(ev.Data))
 	a.SessionID, a.Timestamp = confirmed.SessionID, confirmed.Timestamp
 	return a
@@ -212,7 +205,7 @@ func unexpectedAck(ev relay.Event, refused *command.Error, confirmed domain.Acti
 
 // assistantMessage maps text to the activity stream and the special tools
 // (AskUserQuestion, TodoWrite, plan mode) to the session's commands.
-func assistantMessage(ev relay.Event) (translation, error) {
+func assistantMessage(ev protocol.RawEvent) (translation, error) {
 	d, err := decode[protocol.AssistantMessage](ev)
 	if err != nil {
 		return translation{}, err
@@ -340,7 +333,7 @@ func planText(input json.RawMessage, fallback string) string {
 
 // usageUpdate maps to UpdateMetrics: the cost and tokens are summed, the
 // context window snapshot replaces the previous one.
-func usageUpdate(ev relay.Event) (translation, error) {
+func usageUpdate(ev protocol.RawEvent) (translation, error) {
 	d, err := decode[protocol.UsageUpdate](ev)
 	if err != nil {
 		return translation{}, err
@@ -366,7 +359,7 @@ func usageUpdate(ev relay.Event) (translation, error) {
 
 // sessionEnd maps a clean end to the session's output and an error to a
 // failure with the sidecar's FailureReason (AgentError by default).
-func sessionEnd(ev relay.Event) (translation, error) {
+func sessionEnd(ev protocol.RawEvent) (translation, error) {
 	d, err := decode[protocol.SessionEnd](ev)
 	if err != nil {
 		return translation{}, err
@@ -393,7 +386,7 @@ func sessionEnd(ev relay.Event) (translation, error) {
 	}, nil
 }
 
-func unknownActivity(ev relay.Event, err error) domain.ActivityItem {
+func unknownActivity(ev protocol.RawEvent, err error) domain.ActivityItem {
 	detail := string(ev.Data)
 	if ev.Fields != nil {
 		raw, _ := json.Marshal(ev.Fields)

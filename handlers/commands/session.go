@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
 )
@@ -89,13 +90,9 @@ type none struct{}
 // registerSession adds every command of the session aggregate.
 func registerSession(d *Dispatcher, now Clock) {
 	simple := map[string]func(*domain.AgentSession, time.Time) error{
-		command.InterruptSession:       (*domain.AgentSession).RequestInterrupt,
-		command.PauseSession:           (*domain.AgentSession).RequestPause,
-		command.ResumeSession:          (*domain.AgentSession).RequestResume,
 		command.ApproveOutput:          (*domain.AgentSession).ApproveOutput,
 		command.CloseSession:           (*domain.AgentSession).Close,
 		command.ApprovePlan:            (*domain.AgentSession).RecordPlanApproved,
-		command.ReloadSession:          (*domain.AgentSession).RequestReload,
 		command.BeginTurn:              (*domain.AgentSession).BeginTurn,
 		command.RecordTurnCompleted:    (*domain.AgentSession).RecordTurnCompleted,
 		command.RecordContextExhausted: (*domain.AgentSession).RecordContextExhausted,
@@ -103,31 +100,31 @@ func registerSession(d *Dispatcher, now Clock) {
 		command.RecordAutoContinuation: (*domain.AgentSession).RecordAutoContinuation,
 		command.StopAutoContinuation:   (*domain.AgentSession).StopAutoContinuation,
 	}
+	reg := func(name string, h Handler) { d.Register(domain.AggregateSession, name, h) }
+	// The two-phase controls: a request, and the confirm its ack becomes.
+	for _, c := range control.All() {
+		if c.RequestForced != nil {
+			op, forced := c.RequestOp, c.RequestForced
+			reg(c.Request, onSession(now, func(s *domain.AgentSession, in command.CancelData, at time.Time) error {
+				if in.Force {
+					return forced(s, at)
+				}
+				return op(s, at)
+			}))
+		} else {
+			simple[c.Request] = c.RequestOp
+		}
+		confirm := c.ConfirmOp
+		reg(c.Confirm, onSession(now, func(s *domain.AgentSession, in command.AckData, at time.Time) error {
+			return confirm(s, in.CommandID, at)
+		}))
+	}
 	for name, op := range simple {
 		d.Register(domain.AggregateSession, name, onSession(now, func(s *domain.AgentSession, _ none, at time.Time) error {
 			return op(s, at)
 		}))
 	}
-	reg := func(name string, h Handler) { d.Register(domain.AggregateSession, name, h) }
-	acks := map[string]func(*domain.AgentSession, uuid.UUID, time.Time) error{
-		command.ConfirmInterrupted: (*domain.AgentSession).ConfirmInterrupted,
-		command.ConfirmPaused:      (*domain.AgentSession).ConfirmPaused,
-		command.ConfirmResumed:     (*domain.AgentSession).ConfirmResumed,
-		command.ConfirmCancelled:   (*domain.AgentSession).ConfirmCancelled,
-		command.ConfirmReloaded:    (*domain.AgentSession).ConfirmReloaded,
-	}
-	for name, op := range acks {
-		reg(name, onSession(now, func(s *domain.AgentSession, in command.AckData, at time.Time) error {
-			return op(s, in.CommandID, at)
-		}))
-	}
 	reg(command.StartSession, startSession(now))
-	reg(command.CancelSession, onSession(now, func(s *domain.AgentSession, in command.CancelData, at time.Time) error {
-		if in.Force {
-			return s.RequestForceCancel(at)
-		}
-		return s.RequestCancel(at)
-	}))
 	reg(command.RejectOutput, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
 		return s.RejectOutput(in.Reason, at)
 	}))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
 )
 
 // The agent's decisions go through the commands worker, not straight from
@@ -37,11 +38,7 @@ func registerSessionLog(d *Dispatcher, now Clock) {
 		}
 		// The chunk's id is the command's: a repeated command that got past
 		// the dispatcher's check still appends one chunk.
-		_, err = tx.Exec(ctx, `
-			INSERT INTO session_log_chunks (id, session_id, kind, content, recorded_at)
-			VALUES ($1, $2, 'decision', $3, $4)
-			ON CONFLICT (id) DO NOTHING`, cmd.ID, s.ID(), chunk.Content, chunk.RecordedAt)
-		if err != nil {
+		if err := postgres.InsertLogChunk(ctx, tx, cmd.ID, s.ID(), "decision", chunk); err != nil {
 			return nil, err
 		}
 		return command.LogChunkResult{ID: cmd.ID, SessionID: s.ID(), Kind: "decision", Content: chunk.Content,

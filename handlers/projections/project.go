@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -89,11 +90,7 @@ func project(ev event) ([]write, error) {
 // ends: they end with it, whatever they were doing.
 func endSubagents(ev event) write {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			UPDATE subagent_sessions SET status = $2, completed_at = $3
-			 WHERE session_id = $1 AND status = $4`,
-			ev.session, string(domain.StatusCancelled), ev.at, string(domain.StatusRunning))
-		return err
+		return postgres.CancelSubagents(ctx, tx, ev.source())
 	}
 }
 
@@ -104,14 +101,7 @@ func endSubagents(ev event) write {
 // nothing.
 func delivered(ev event, messageID string) write {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO agent_messages (id, session_id, source_seq, subagent_id, source, content, model_id, occurred_at)
-			SELECT $1, $2, $3, NULL, m->>'source', m->>'content', '', $5
-			  FROM message_queues q, jsonb_array_elements(q.doc->'messages') m
-			 WHERE q.session_id = $2 AND m->>'messageId' = $4
-			ON CONFLICT DO NOTHING`,
-			ev.id("message"), ev.session, ev.seq, messageID, ev.at)
-		return err
+		return postgres.InsertDeliveredMessage(ctx, tx, ev.source(), ev.id("message"), messageID)
 	}
 }
 
@@ -133,12 +123,7 @@ func text(ev event, content, subagentID, parentToolUseID, subagentType, model st
 
 func message(ev event, source domain.AgentMessageSource, sub *uuid.UUID, content, model string) write {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO agent_messages (id, session_id, source_seq, subagent_id, source, content, model_id, occurred_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT DO NOTHING`,
-			ev.id("message"), ev.session, ev.seq, sub, string(source), content, model, ev.at)
-		return err
+		return postgres.InsertAgentMessage(ctx, tx, ev.source(), ev.id("message"), source, sub, content, model)
 	}
 }
 
@@ -160,13 +145,7 @@ func toolUse(ev event, d protocol.AssistantMessage) ([]write, error) {
 		writes = append(writes, spawn(ev, id, d.SubagentID, d.ParentToolUseID, "", d.Model))
 	}
 	writes = append(writes, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO tool_calls (id, session_id, tool_use_id, source_seq, subagent_id, tool_name, input, status, started_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			ON CONFLICT DO NOTHING`,
-			toolCallID(ev.session, d.ToolUseID), ev.session, d.ToolUseID, ev.seq, sub, d.ToolName, input,
-			string(domain.ToolCallPending), ev.at)
-		return err
+		return postgres.InsertToolCall(ctx, tx, ev.source(), toolCallID(ev.session, d.ToolUseID), d.ToolUseID, sub, d.ToolName, input)
 	})
 	if sub == nil {
 		writes = append(writes, logChunk(ev, "[tool] "+d.ToolName+" "+input))
@@ -186,18 +165,10 @@ func toolResult(ev event, d protocol.ToolResult) ([]write, error) {
 	}
 	writes := []write{
 		func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `
-				UPDATE tool_calls SET status = $3, result = $4, result_is_error = $5, result_seq = $6, completed_at = $7
-				 WHERE session_id = $1 AND tool_use_id = $2 AND result_seq IS NULL`,
-				ev.session, d.ToolUseID, string(status), d.Content, d.IsError, ev.seq, ev.at)
-			return err
+			return postgres.CompleteToolCall(ctx, tx, ev.source(), d.ToolUseID, status, d.Content, d.IsError)
 		},
 		func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `
-				UPDATE subagent_sessions SET status = $3, failure_reason = $4, completed_at = $5
-				 WHERE session_id = $1 AND parent_tool_use_id = $2 AND status = $6`,
-				ev.session, d.ToolUseID, string(subStatus), reason, ev.at, string(domain.StatusRunning))
-			return err
+			return postgres.EndSubagentsOfCall(ctx, tx, ev.source(), d.ToolUseID, subStatus, reason)
 		},
 	}
 	if d.SubagentID == "" {
@@ -211,35 +182,14 @@ func toolResult(ev event, d protocol.ToolResult) ([]write, error) {
 // the first one lacked.
 func spawn(ev event, id uuid.UUID, engineID, parentToolUseID, subagentType, model string) write {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO subagent_sessions (session_id, id, engine_subagent_id, subagent_type, parent_tool_use_id, model_id,
-			                               objective, status, source_seq, started_at)
-			VALUES ($1, $2, $3, $4, $5, $6,
-			        COALESCE((SELECT COALESCE(NULLIF(input::jsonb ->> 'prompt', ''), input::jsonb ->> 'description', '')
-			                    FROM tool_calls WHERE session_id = $1 AND tool_use_id = $5 AND $5 <> ''), ''),
-			        $7, $8, $9)
-			ON CONFLICT (session_id, id) DO UPDATE SET
-			    subagent_type = CASE WHEN subagent_sessions.subagent_type = '' THEN EXCLUDED.subagent_type ELSE subagent_sessions.subagent_type END,
-			    model_id = CASE WHEN subagent_sessions.model_id = '' THEN EXCLUDED.model_id ELSE subagent_sessions.model_id END,
-			    parent_tool_use_id = CASE WHEN subagent_sessions.parent_tool_use_id = '' THEN EXCLUDED.parent_tool_use_id ELSE subagent_sessions.parent_tool_use_id END,
-			    objective = CASE WHEN subagent_sessions.objective = '' THEN EXCLUDED.objective ELSE subagent_sessions.objective END
-			WHERE (subagent_sessions.subagent_type = '' AND EXCLUDED.subagent_type <> '')
-			   OR (subagent_sessions.model_id = '' AND EXCLUDED.model_id <> '')
-			   OR (subagent_sessions.parent_tool_use_id = '' AND EXCLUDED.parent_tool_use_id <> '')
-			   OR (subagent_sessions.objective = '' AND EXCLUDED.objective <> '')`,
-			ev.session, id, engineID, subagentType, parentToolUseID, model, string(domain.StatusRunning), ev.seq, ev.at)
-		return err
+		return postgres.UpsertSubagent(ctx, tx, ev.source(), postgres.Subagent{ID: id, EngineID: engineID,
+			Type: subagentType, ParentToolUseID: parentToolUseID, Model: model})
 	}
 }
 
 func logChunk(ev event, content string) write {
 	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO session_log_chunks (id, session_id, kind, content, source_seq, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT DO NOTHING`,
-			ev.id("log"), ev.session, LogOutput, content, ev.seq, ev.at)
-		return err
+		return postgres.InsertOutputChunk(ctx, tx, ev.source(), ev.id("log"), LogOutput, content)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // Consumer is the durable consumer of the transcript worker. Renaming it
@@ -78,6 +79,11 @@ func (e event) id(kind string) uuid.UUID {
 	return uuid.NewSHA1(idNamespace, []byte(e.session.String()+"/"+kind+"/"+itoa(e.seq)))
 }
 
+// source names the raw event for the rows it writes.
+func (e event) source() postgres.TranscriptSource {
+	return postgres.TranscriptSource{Session: e.session, Seq: e.seq, At: e.at}
+}
+
 // Handle projects one raw event. An event it cannot read is acknowledged
 // and skipped: the acl worker already records and dead-letters it, and a
 // transcript must not stall on it. Only a database failure is retried.
@@ -86,13 +92,13 @@ func (w *Transcript) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	var raw relay.Event
+	var raw protocol.RawEvent
 	if err := json.Unmarshal(m.Data(), &raw); err != nil {
 		w.log.Debug("raw event skipped", "subject", m.Subject(), "error", err)
 		return nil
 	}
 	sessionID, err := uuid.Parse(raw.SessionID)
-	if err != nil || raw.Type == relay.TypeInvalid || len(raw.Data) == 0 {
+	if err != nil || raw.Type == protocol.TypeInvalid || len(raw.Data) == 0 {
 		return nil
 	}
 	ev := event{session: sessionID, seq: int64(meta.Sequence.Stream), typ: raw.Type, data: raw.Data,

@@ -18,7 +18,6 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -96,13 +95,9 @@ func (a AutoContinue) Run(ctx context.Context) error {
 
 // Handle asks the sidecar of a session whose turn ended to validate it.
 func (a AutoContinue) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, id, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	id, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	s, err := postgres.Sessions{}.Get(ctx, a.DB, id)
 	if err != nil {
@@ -132,7 +127,7 @@ func (a AutoContinue) commandOf(c domain.ValidationCriterion) string {
 
 // HandleResult continues the session when its validation failed.
 func (a AutoContinue) HandleResult(ctx context.Context, m jetstream.Msg) error {
-	var ev relay.Event
+	var ev protocol.RawEvent
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		return bus.Permanent(err)
 	}

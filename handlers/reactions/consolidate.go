@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/queries"
 )
 
 // ConsolidateConsumer is the durable consumer of the consolidation
@@ -52,13 +52,9 @@ func (c Consolidate) Run(ctx context.Context) error {
 // Handle consolidates the skill of one approved consolidation session; an
 // approval of any other session changes nothing.
 func (c Consolidate) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, sessionID, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	sessionID, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	job, ok, err := postgres.ConsolidationOf(ctx, c.DB, sessionID)
 	if err != nil || !ok {
@@ -91,12 +87,8 @@ func (c Consolidate) Handle(ctx context.Context, m jetstream.Msg) error {
 // lastAgentText is the session's last message of its own agent (not of a
 // subagent), from the transcript.
 func (c Consolidate) lastAgentText(ctx context.Context, sessionID uuid.UUID) (string, error) {
-	var text string
-	err := c.DB.QueryRow(ctx, `
-		SELECT content FROM agent_messages
-		WHERE session_id = $1 AND subagent_id IS NULL AND source = $2
-		ORDER BY source_seq DESC LIMIT 1`, sessionID, string(domain.SourceAgent)).Scan(&text)
-	if errors.Is(err, pgx.ErrNoRows) {
+	text, err := queries.LastAgentText(ctx, c.DB, sessionID)
+	if errors.Is(err, queries.ErrNotFound) {
 		return "", fmt.Errorf("session %s: %w", sessionID, errNoOutput)
 	}
 	return text, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
@@ -38,4 +39,18 @@ func doDerived(ctx context.Context, client *command.Client, component, key, aggr
 			"kind", e.Kind, "error", e.Message)
 	}
 	return r, nil
+}
+
+// decodeEvent reads the envelope of a domain event and the id of its
+// aggregate; an event that has neither can never be handled, and is final.
+func decodeEvent(m jetstream.Msg) (bus.Envelope, uuid.UUID, error) {
+	env, err := bus.DecodeEnvelope(m.Data())
+	if err != nil {
+		return env, uuid.Nil, bus.Permanent(err)
+	}
+	id, err := uuid.Parse(env.AggregateID)
+	if err != nil {
+		return env, uuid.Nil, bus.Permanent(err)
+	}
+	return env, id, nil
 }

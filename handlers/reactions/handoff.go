@@ -62,13 +62,9 @@ func (h Handoff) Run(ctx context.Context) error {
 
 // Handle reacts to one event.
 func (h Handoff) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, id, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	id, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	switch env.Type {
 	case "context_exhausted", "session_voluntary_handoff":

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/queries"
 )
 
 // NotifyConsumer is the durable consumer of the notification reaction.
@@ -152,17 +152,16 @@ func describe(env bus.Envelope) (note Notification, ok bool, err error) {
 // owner looks up the owner of the event's aggregate, for an event that
 // does not name it.
 func (n Notify) owner(ctx context.Context, env bus.Envelope) (string, error) {
-	table := "sessions"
+	aggregate := domain.AggregateSession
 	if env.Aggregate == domain.AggregateChain {
-		table = "chains"
+		aggregate = domain.AggregateChain
 	}
 	id, err := uuid.Parse(env.AggregateID)
 	if err != nil {
 		return "", bus.Permanent(err)
 	}
-	var owner uuid.UUID
-	err = n.DB.QueryRow(ctx, "SELECT owner_id FROM "+table+" WHERE id = $1", id).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
+	owner, err := queries.OwnerOf(ctx, n.DB, aggregate, id)
+	if errors.Is(err, queries.ErrNotFound) {
 		return "", bus.Permanent(fmt.Errorf("%s %s has no owner: it does not exist", env.Aggregate, id))
 	}
 	return owner.String(), err

@@ -59,13 +59,9 @@ func (p Pool) Run(ctx context.Context) error {
 
 // Handle reacts to one event.
 func (p Pool) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, id, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	id, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	switch {
 	case waitingEvents[env.Type]:

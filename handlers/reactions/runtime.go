@@ -97,18 +97,14 @@ func (r Runtime) Run(ctx context.Context) error {
 
 // Handle starts, stops or stands in for one session's sidecar.
 func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
-	env, err := bus.DecodeEnvelope(m.Data())
+	env, id, err := decodeEvent(m)
 	if err != nil {
-		return bus.Permanent(err)
-	}
-	id, err := uuid.Parse(env.AggregateID)
-	if err != nil {
-		return bus.Permanent(err)
+		return err
 	}
 	switch env.Type {
 	case "session_released":
 		return r.release(ctx, id)
-	case "session_cancel_requested":
+	case domain.SessionCancelRequestedEvent{}.EventType():
 		return r.confirmCancelIfNoSidecar(ctx, env, id)
 	}
 	return r.ensure(ctx, id, false)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
@@ -87,32 +88,10 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 	send := func(typ string, data any) error {
 		return sendToSidecar(ctx, d.JS, env.AggregateID, env.OwnerID, env.ID, typ, data)
 	}
-	// A two-phase request names its command: the session confirms only
-	// the ack that echoes that id.
-	var awaited struct {
-		CommandID uuid.UUID `json:"commandId"`
-	}
-	sendAwaited := func(typ string, data any) error {
-		if err := json.Unmarshal(env.Data, &awaited); err != nil || awaited.CommandID == uuid.Nil {
-			return bus.Permanent(fmt.Errorf("%s %s names no command id", env.Type, env.ID))
-		}
-		return sendToSidecarAs(ctx, d.JS, env.AggregateID, env.OwnerID, awaited.CommandID, typ, data)
+	if c, ok := control.ByRequested(env.Type); ok {
+		return d.sendControl(ctx, env, c)
 	}
 	switch env.Type {
-	case "session_interrupt_requested":
-		return sendAwaited(protocol.CommandInterrupt, protocol.Interrupt{})
-	case "session_pause_requested":
-		return sendAwaited(protocol.CommandPause, protocol.Pause{})
-	case "session_resume_requested":
-		return sendAwaited(protocol.CommandResume, protocol.Resume{})
-	case "session_cancel_requested":
-		var e domain.SessionCancelRequestedEvent
-		if err := json.Unmarshal(env.Data, &e); err != nil {
-			return bus.Permanent(err)
-		}
-		return sendAwaited(protocol.CommandStop, protocol.Stop{Force: e.Force})
-	case "session_reload_requested":
-		return d.reload(ctx, env, sendAwaited)
 	case "session_input_received":
 		var e domain.SessionInputReceivedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
@@ -153,10 +132,54 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 	return nil
 }
 
+// sendControl sends the sidecar command of a two-phase control's request.
+// The request names the command's id: the session confirms only the ack
+// that echoes it.
+func (d SidecarDispatch) sendControl(ctx context.Context, env bus.Envelope, c control.Control) error {
+	var awaited struct {
+		CommandID uuid.UUID `json:"commandId"`
+	}
+	if err := json.Unmarshal(env.Data, &awaited); err != nil || awaited.CommandID == uuid.Nil {
+		return bus.Permanent(fmt.Errorf("%s %s names no command id", env.Type, env.ID))
+	}
+	send := func(data any) error {
+		return sendToSidecarAs(ctx, d.JS, env.AggregateID, env.OwnerID, awaited.CommandID, string(c.Sidecar), data)
+	}
+	if c.SidecarData != nil {
+		data, err := c.SidecarData(env.Data)
+		if err != nil {
+			return bus.Permanent(fmt.Errorf("%s %s: %w", env.Type, env.ID, err))
+		}
+		return send(data)
+	}
+	compose, ok := composed[c.Sidecar]
+	if !ok {
+		return bus.Permanent(fmt.Errorf("no data for the sidecar command %s of %s", c.Sidecar, env.Type))
+	}
+	return compose(d, ctx, env, send)
+}
+
+// composed compose the data of the control commands whose row has no
+// SidecarData, from the session as it is when the request is handled.
+var composed = map[domain.SidecarCommand]func(SidecarDispatch, context.Context, bus.Envelope, func(any) error) error{
+	domain.SidecarReload: SidecarDispatch.reload,
+}
+
+// Every control without SidecarData must have its data composed here: a
+// row added without it stops the workers at start rather than
+// dead-lettering its first request.
+func init() {
+	for _, c := range control.All() {
+		if c.SidecarData == nil && composed[c.Sidecar] == nil {
+			panic(fmt.Sprintf("control %s: the sidecar-dispatch reaction cannot compose the data of %s", c.Name, c.Sidecar))
+		}
+	}
+}
+
 // reload sends the session's newly composed config. It is composed when
 // the reload is handled, from the session as it is then: a late reload
 // never brings back an older set of skills.
-func (d SidecarDispatch) reload(ctx context.Context, env bus.Envelope, send func(string, any) error) error {
+func (d SidecarDispatch) reload(ctx context.Context, env bus.Envelope, send func(any) error) error {
 	id, err := uuid.Parse(env.AggregateID)
 	if err != nil {
 		return bus.Permanent(err)
@@ -175,5 +198,5 @@ func (d SidecarDispatch) reload(ctx context.Context, env bus.Envelope, send func
 	if err != nil {
 		return err
 	}
-	return send(protocol.CommandReloadConfig, protocol.ReloadConfig{Config: &cfg})
+	return send(protocol.ReloadConfig{Config: &cfg})
 }

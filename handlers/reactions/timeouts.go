@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/queries"
 )
 
 // DefaultTimeoutsInterval is how often Timeouts looks for expired waits.
@@ -23,18 +24,6 @@ const DefaultTimeoutsInterval = 5 * time.Second
 var waitingStatuses = []string{
 	string(domain.StatusWaitingForInput), string(domain.StatusWaitingForApproval), string(domain.StatusPaused),
 }
-
-// dueSessions finds the sessions whose wait may have expired by $2. The
-// deadline is read from the stored document only to pick candidates
-// through the status index; the session itself decides (NextDeadline and
-// ExpireTimeouts), so a mistake here costs a load, never a wrong expiry.
-const dueSessions = `
-SELECT id FROM sessions
-WHERE status = ANY($1) AND CASE status
-	WHEN 'WaitingForInput' THEN (doc->'pendingQuestion'->>'expiresAt')::timestamptz
-	WHEN 'WaitingForApproval' THEN (doc->'pendingPermission'->>'expiresAt')::timestamptz
-	WHEN 'Paused' THEN (doc->>'pausedAt')::timestamptz + (doc->'timeouts'->>'pause')::bigint / 1000 * interval '1 microsecond'
-END <= $2`
 
 // Timeouts makes the session's waits expire (seed 001: an unanswered
 // question, an undecided tool permission, a pause held too long). Every
@@ -77,21 +66,8 @@ func (t Timeouts) Run(ctx context.Context) error {
 // Sweep sends ExpireTimeouts to every session whose wait expired.
 func (t Timeouts) Sweep(ctx context.Context) error {
 	at := time.Now().UTC()
-	rows, err := t.DB.Query(ctx, dueSessions, waitingStatuses, at)
+	ids, err := queries.DueSessions(ctx, t.DB, waitingStatuses, at)
 	if err != nil {
-		return err
-	}
-	var ids []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	var errs []error

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -109,15 +110,7 @@ func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
-		return nil
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	return err
+	return postgres.CreateDatabase(ctx, conn, name)
 }
 
 func (p *Postgres) waitReady(ctx context.Context) error {

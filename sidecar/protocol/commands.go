@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,11 +12,6 @@ import (
 // Command types a sidecar reads from agent:session:{<id>}:commands.
 const (
 	CommandSteeringMessage    = "steering_message"
-	CommandInterrupt          = "interrupt"
-	CommandPause              = "pause"
-	CommandResume             = "resume"
-	CommandStop               = "stop"
-	CommandReloadConfig       = "reload_config"
 	CommandAnswerQuestion     = "answer_question"
 	CommandPlanDecision       = "plan_decision"
 	CommandPermissionResponse = "permission_response"
@@ -23,11 +19,11 @@ const (
 )
 
 // CommandTypes lists every command type, in the order README.md documents them.
-var CommandTypes = []string{
-	CommandSteeringMessage, CommandInterrupt, CommandPause, CommandResume, CommandStop,
-	CommandReloadConfig, CommandAnswerQuestion, CommandPlanDecision, CommandPermissionResponse,
-	CommandRunValidation,
-}
+var CommandTypes = slices.Concat(
+	[]string{CommandSteeringMessage},
+	ControlCommandTypes,
+	[]string{CommandAnswerQuestion, CommandPlanDecision, CommandPermissionResponse, CommandRunValidation},
+)
 
 // Message priorities, named as the domain's MessagePriority values.
 const (
@@ -67,34 +63,6 @@ func (m *SteeringMessage) Validate() error {
 		return fmt.Errorf("priority %q is neither Immediate nor Queued", m.Priority)
 	}
 	return nil
-}
-
-// Interrupt is the data of an interrupt command (no fields).
-type Interrupt struct{}
-
-// Pause is the data of a pause command.
-type Pause struct {
-	// Reason says why, for the log (e.g. "budget_exhausted"); optional.
-	Reason string `json:"reason,omitempty"`
-}
-
-// Resume is the data of a resume command (no fields).
-type Resume struct{}
-
-// Stop is the data of a stop command.
-type Stop struct {
-	// TimeoutMS overrides the config's stop_timeout_ms: how long the agent
-	// may take to stop before it is abandoned; optional.
-	TimeoutMS int64 `json:"timeout_ms,omitempty"`
-	// Force abandons the agent at once instead of waiting; optional.
-	Force bool `json:"force,omitempty"`
-}
-
-// ReloadConfig is the data of a reload_config command.
-type ReloadConfig struct {
-	// Config is the newly composed config. Its session_id, when set, must
-	// be the session's.
-	Config *Config `json:"config"`
 }
 
 // AnswerQuestion is the data of an answer_question command.

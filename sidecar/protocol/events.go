@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Raw event types a sidecar writes to agent:session:{<id>} (DESIGN.md §3).
 const (
@@ -17,11 +20,6 @@ const (
 	EventPermissionRequest   = "permission_request"
 	EventSessionEnd          = "session_end"
 	EventMessageDelivered    = "message_delivered"
-	EventInterruptAck        = "interrupt_ack"
-	EventPauseAck            = "pause_ack"
-	EventResumeAck           = "resume_ack"
-	EventStopAck             = "stop_ack"
-	EventReloadConfigAck     = "reload_config_ack"
 	EventValidationResult    = "validation_result"
 	// EventError reports a command the sidecar could not handle (unknown
 	// type, bad data, nothing pending to answer); the sidecar goes on.
@@ -32,13 +30,13 @@ const (
 )
 
 // EventTypes lists every raw event type, in the order README.md documents them.
-var EventTypes = []string{
-	EventSessionStarted, EventAssistantMessage, EventTextDelta, EventToolResult, EventSubagentMessage,
-	EventUsageUpdate, EventTurnCompleted, EventContextNearingLimit, EventContextExhausted,
-	EventHandoffDocument, EventVoluntaryHandoff, EventPermissionRequest, EventMessageDelivered,
-	EventInterruptAck, EventPauseAck, EventResumeAck, EventStopAck, EventReloadConfigAck,
-	EventValidationResult, EventError, EventSessionEnd,
-}
+var EventTypes = slices.Concat(
+	[]string{EventSessionStarted, EventAssistantMessage, EventTextDelta, EventToolResult, EventSubagentMessage,
+		EventUsageUpdate, EventTurnCompleted, EventContextNearingLimit, EventContextExhausted,
+		EventHandoffDocument, EventVoluntaryHandoff, EventPermissionRequest, EventMessageDelivered},
+	AckTypes,
+	[]string{EventValidationResult, EventError, EventSessionEnd},
+)
 
 // Event is the data of one raw event; its type names the entry.
 type Event interface {
