@@ -84,9 +84,20 @@ chaos: deps
 	$(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./internal/chaos \
 	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.gap-min 700ms -chaos.gap-max 1700ms
 
-## bench: run the Go benchmarks and print a table
+# The end-to-end steering benchmark's knobs: messages per row, live
+# sessions and messages held per steered session (comma-separated), and
+# whether a row runs with a write transaction held open elsewhere.
+STEERING_SAMPLES  ?= 200
+STEERING_SESSIONS ?= 10,100
+STEERING_HISTORY  ?= 0,100
+STEERING_HOLD_TX  ?= 1
+
+## bench: run the Go benchmarks and the end-to-end steering benchmark (plot in steering.png), and print a table
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkSteering$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	AGENTBUS_BENCH_SESSIONS=$(STEERING_SESSIONS) AGENTBUS_BENCH_HISTORY=$(STEERING_HISTORY) \
+	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \
+	  $(GO) test -run '^$$' -bench '^BenchmarkSteering$$' -benchtime $(STEERING_SAMPLES)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	@echo; echo "benchmark table:"; grep -E '^(Benchmark|ok|pkg)' bench.out | column -t
 
 ## ui: rebuild the dashboard (ui/dist, embedded in the binary) from ui/web with npm, its client types generated from the OpenAPI document
@@ -102,4 +113,4 @@ tools:
 	@echo "bin/nats built: bin/nats --server 127.0.0.1:4222 stream ls"
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out steering.png

@@ -50,11 +50,8 @@ func (p *Publisher) publishBatch(ctx context.Context, run []*nats.Msg) error {
 	}
 	defer func() { <-p.slots }()
 
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.js.Options().DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
 	nc := p.js.Conn()
 	id := nuid.Next()
 	last := len(run) - 1

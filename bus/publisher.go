@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,12 +36,18 @@ type PublisherConfig struct {
 	// DisableBatch publishes every message asynchronously instead of in
 	// atomic batches: for servers older than 2.12 and for comparison.
 	DisableBatch bool
+	// Timeout bounds each wait for an ack. Default: the JetStream
+	// context's DefaultTimeout.
+	Timeout time.Duration
 	// Logger receives the fallbacks from batches to single publishes; nil
 	// means slog.Default().
 	Logger *slog.Logger
 }
 
-func (c *PublisherConfig) setDefaults() error {
+func (c *PublisherConfig) setDefaults(js jetstream.JetStream) error {
+	if c.Timeout <= 0 {
+		c.Timeout = js.Options().DefaultTimeout
+	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1000
 	}
@@ -69,17 +76,22 @@ func (c *PublisherConfig) setDefaults() error {
 	return nil
 }
 
-// Publisher publishes envelopes and message batches to JetStream. It is safe
-// for concurrent use.
+// Publisher is the one way agentbus publishes to JetStream: single messages
+// (Publish, PublishMsg), and ordered runs of messages (PublishMsgs), sent as
+// atomic batches when long and pipelined when short. It is safe for
+// concurrent use.
 type Publisher struct {
 	js    jetstream.JetStream
 	cfg   PublisherConfig
 	slots chan struct{}
+
+	mu   sync.Mutex
+	lost chan struct{} // closed when a watched connection drops
 }
 
 // NewPublisher returns a Publisher that publishes through js.
 func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, error) {
-	if err := cfg.setDefaults(); err != nil {
+	if err := cfg.setDefaults(js); err != nil {
 		return nil, err
 	}
 	return &Publisher{js: js, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentBatches)}, nil
@@ -94,9 +106,23 @@ func (p *Publisher) Publish(ctx context.Context, subject string, env Envelope) (
 	if err != nil {
 		return nil, err
 	}
-	ack, err := p.js.PublishMsg(ctx, m)
+	return p.PublishMsg(ctx, m)
+}
+
+// PublishMsg publishes one message and waits for JetStream to store it.
+func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := p.bound(ctx)
+	defer cancel()
+	return PublishMsg(ctx, p.js, m)
+}
+
+// PublishMsg publishes one message through js and waits for JetStream to
+// store it: a Publisher's single mode, for code that holds only a
+// JetStream context and publishes one message at a time.
+func PublishMsg(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
+	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
-		return nil, fmt.Errorf("bus: publish %s %s: %w", subject, env.ID, err)
+		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
 	}
 	return ack, nil
 }
@@ -105,15 +131,19 @@ func (p *Publisher) Publish(ctx context.Context, subject string, env Envelope) (
 // every one of them. Consecutive messages for the same stream go out as one
 // atomic batch (from MinBatch up to MaxBatch messages): the server stores all
 // of them or none, with one fsync for the whole batch instead of one per
-// message. Shorter runs are published asynchronously, one by one.
+// message. Shorter runs are pipelined: sent at once, their acks read after.
 //
-// A batch the server refuses is published again message by message, with a
-// bounded number of asynchronous publishes in flight. That covers a stream
-// without allow_atomic and, above all, a resend: a batch holding a message
-// already stored is refused as a whole, while single publishes drop just the
-// duplicates by their Nats-Msg-Id. On an error some messages may be stored;
-// publishing the same messages again is safe when each carries Nats-Msg-Id.
+// PublishMsgs never leaves a gap: when it fails, what is stored of msgs is a
+// prefix, so a caller can find where it stopped from the last stored
+// message. A batch the server refuses stores nothing and is published again
+// message by message; that covers a stream without allow_atomic and, above
+// all, a resend: a batch holding a message already stored is refused as a
+// whole, while single publishes drop just the duplicates by their
+// Nats-Msg-Id. Publishing the same messages again is safe when each carries
+// Nats-Msg-Id.
 func (p *Publisher) PublishMsgs(ctx context.Context, msgs []*nats.Msg) error {
+	ctx, cancel := p.bound(ctx)
+	defer cancel()
 	for start := 0; start < len(msgs); {
 		stream := p.cfg.Definitions.StreamFor(msgs[start].Subject)
 		end := start + 1
@@ -132,55 +162,141 @@ func (p *Publisher) PublishMsgs(ctx context.Context, msgs []*nats.Msg) error {
 // definition captures their subject).
 func (p *Publisher) publishRun(ctx context.Context, stream string, run []*nats.Msg) error {
 	if stream == "" || len(run) < max(p.cfg.MinBatch, 2) || p.cfg.DisableBatch {
-		return p.publishAsync(ctx, run)
+		return p.publishPipelined(ctx, run)
 	}
 	err := p.publishBatch(ctx, run)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// The server answered and stored nothing: publish one by one.
 		p.cfg.Logger.Debug("batch refused, publishing one by one", "stream", stream, "messages", len(run), "err", err)
-		return p.publishAsync(ctx, run)
+		return p.publishPipelined(ctx, run)
 	}
 	return err
 }
 
-// publishAsync publishes run with at most MaxInFlight acks outstanding and
-// waits for all of them.
-func (p *Publisher) publishAsync(ctx context.Context, run []*nats.Msg) error {
-	timeout := p.js.Options().DefaultTimeout
-	pending := make([]jetstream.PubAckFuture, 0, min(len(run), p.cfg.MaxInFlight))
-	wait := func(f jetstream.PubAckFuture) error {
-		timer := time.NewTimer(timeout)
+// publishPipelined sends run with at most MaxInFlight acks outstanding and
+// reads the acks in order. On one connection the server receives the
+// messages in order; a message it refuses while later ones are stored would
+// leave a gap, so from the first refusal on the messages are sent again one
+// at a time, each after the previous one's ack, and those already stored
+// are dropped as duplicates. That stops at the first failure.
+func (p *Publisher) publishPipelined(ctx context.Context, run []*nats.Msg) error {
+	type sent struct {
+		i int
+		f jetstream.PubAckFuture
+	}
+	pending := make([]sent, 0, min(len(run), p.cfg.MaxInFlight))
+	// wait reads one ack: refused reports a refusal, err a failure to
+	// learn the outcome.
+	wait := func(s sent) (refused bool, err error) {
+		timer := time.NewTimer(p.cfg.Timeout)
 		defer timer.Stop()
 		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return fmt.Errorf("bus: publish %s: %w", f.Msg().Subject, err)
+		case <-s.f.Ok():
+			return false, nil
+		case <-s.f.Err():
+			return true, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, fmt.Errorf("bus: publish %s: %w", s.f.Msg().Subject, ctx.Err())
 		case <-timer.C:
-			return fmt.Errorf("bus: publish %s: %w", f.Msg().Subject, jetstream.ErrAsyncPublishTimeout)
+			return false, fmt.Errorf("bus: publish %s: %w", s.f.Msg().Subject, jetstream.ErrAsyncPublishTimeout)
 		}
 	}
-	for _, m := range run {
+	next := 0
+	for ; next < len(run); next++ {
 		if len(pending) == p.cfg.MaxInFlight {
-			if err := wait(pending[0]); err != nil {
+			refused, err := wait(pending[0])
+			if err != nil {
 				return err
+			}
+			if refused {
+				return p.publishInTurn(ctx, run[pending[0].i:])
 			}
 			pending = pending[1:]
 		}
+		m := run[next]
 		// The client sets its own reply subject, so it gets a copy.
 		f, err := p.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Header: maps.Clone(m.Header), Data: m.Data})
 		if err != nil {
-			return fmt.Errorf("bus: publish %s: %w", m.Subject, err)
+			break
 		}
-		pending = append(pending, f)
+		pending = append(pending, sent{next, f})
 	}
-	for _, f := range pending {
-		if err := wait(f); err != nil {
+	for _, s := range pending {
+		refused, err := wait(s)
+		if err != nil {
 			return err
+		}
+		if refused {
+			return p.publishInTurn(ctx, run[s.i:])
+		}
+	}
+	return p.publishInTurn(ctx, run[next:])
+}
+
+// publishInTurn publishes msgs one at a time, each after the previous one's
+// ack.
+func (p *Publisher) publishInTurn(ctx context.Context, msgs []*nats.Msg) error {
+	for _, m := range msgs {
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		_, err := p.js.PublishMsg(pctx, m)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("bus: publish %s: %w", m.Subject, err)
 		}
 	}
 	return nil
+}
+
+// Watch makes publishes in flight fail as soon as the connection drops: an
+// answer sent to a dropped connection never arrives, and waiting for the
+// timeout would only delay the caller's retry. It returns a function that
+// stops watching.
+func (p *Publisher) Watch() (stop func()) {
+	nc := p.js.Conn()
+	p.mu.Lock()
+	p.lost = make(chan struct{})
+	p.mu.Unlock()
+	ch := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-ch:
+				p.mu.Lock()
+				if p.lost != nil {
+					close(p.lost)
+					p.lost = make(chan struct{})
+				}
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		nc.RemoveStatusListener(ch)
+		close(done)
+		p.mu.Lock()
+		p.lost = nil
+		p.mu.Unlock()
+	}
+}
+
+// bound returns ctx, cancelled as well when a watched connection drops.
+func (p *Publisher) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	p.mu.Lock()
+	lost := p.lost
+	p.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	if lost != nil {
+		go func() {
+			select {
+			case <-lost:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
 }

@@ -140,7 +140,7 @@ func (r *runner) deadLetter(m jetstream.Msg, md *jetstream.MsgMetadata, p *polic
 
 	ctx, cancel := context.WithTimeout(context.Background(), r.js.Options().DefaultTimeout)
 	defer cancel()
-	if _, err := r.js.PublishMsg(ctx, dl); err != nil {
+	if _, err := PublishMsg(ctx, r.js, dl); err != nil {
 		delay := p.delay(md.NumDelivered)
 		log.Error("dead letter not stored, redelivering", "dlq", dl.Subject, "cause", cause, "err", err, "retry_in", delay)
 		if err := m.NakWithDelay(delay); err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/bus"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -136,7 +137,7 @@ func (c *Client) publish(ctx context.Context, cmd Command, replyTo string) (*jet
 	if replyTo != "" {
 		msg.Header.Set(ReplyHeader, replyTo)
 	}
-	ack, err := c.js.PublishMsg(ctx, msg)
+	ack, err := bus.PublishMsg(ctx, c.js, msg)
 	if err != nil {
 		return nil, fmt.Errorf("send %s: %w", cmd.Subject(), err)
 	}

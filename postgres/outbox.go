@@ -5,22 +5,15 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/outbox"
 )
 
 // OutboxMessage is one event written in an aggregate's transaction and
@@ -61,7 +54,15 @@ func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 type DeferredOutboxTx struct {
 	pgx.Tx
 	pending []OutboxMessage
+	written []OutboxMessage
 }
+
+// Pending returns the outbox messages held for Flush.
+func (d *DeferredOutboxTx) Pending() []OutboxMessage { return d.pending }
+
+// Written returns the outbox messages Flush wrote, in order: once the
+// transaction commits, the writer may forward them itself.
+func (d *DeferredOutboxTx) Written() []OutboxMessage { return d.written }
 
 // DeferOutbox wraps tx so that its outbox writes wait for Flush.
 func DeferOutbox(tx pgx.Tx) *DeferredOutboxTx { return &DeferredOutboxTx{Tx: tx} }
@@ -72,6 +73,7 @@ func (d *DeferredOutboxTx) Flush(ctx context.Context, last *pgx.Batch) error {
 	b := &pgx.Batch{}
 	if len(d.pending) > 0 {
 		b.Queue(outboxInsert, outboxArgs(d.pending)...)
+		d.written = append(d.written, d.pending...)
 		d.pending = nil
 	}
 	b.QueuedQueries = append(b.QueuedQueries, last.QueuedQueries...)
@@ -101,204 +103,108 @@ func outboxArgs(msgs []OutboxMessage) []any {
 	return []any{ids, subjects, aggregates, aggregateIDs, types, payloads}
 }
 
-// OutboxPublisher moves committed outbox rows onto JetStream.
-//
-// Several copies may run: one holds a session-level advisory lock and
-// publishes, the others wait to take over. A single active publisher that
-// publishes each round in position order, and the next round only once the
-// previous one is stored, keeps each aggregate's events in commit order.
-type OutboxPublisher struct {
-	// Pool is the database holding the outbox.
-	Pool *pgxpool.Pool
-	// JS is the JetStream connection the default Publisher publishes
-	// through.
-	JS jetstream.JetStream
-	// Publisher publishes each round's rows: a run of rows goes out as one
-	// atomic batch, stored with one fsync. Nil means bus.NewPublisher(JS)
-	// with its defaults.
-	Publisher *bus.Publisher
-	// BatchSize is how many rows one round reads and publishes at most
-	// (default 1000, one atomic batch of the default Publisher).
-	BatchSize int
-	// PollInterval is how often the outbox is read when no notification
-	// arrives (default 1s).
-	PollInterval time.Duration
-	// Log receives progress and errors (default slog.Default()).
-	Log *slog.Logger
-
-	once    sync.Once
-	initErr error
+// Outbox reads and forgets committed outbox rows for an outbox.Forwarder.
+type Outbox struct {
+	pool *pgxpool.Pool
 }
 
-// outboxLockKey is the advisory lock that elects the active publisher.
+// NewOutbox returns the outbox stored in pool.
+func NewOutbox(pool *pgxpool.Pool) *Outbox { return &Outbox{pool: pool} }
+
+// outboxLockKey is the advisory lock that elects the sweeping forwarder.
 const outboxLockKey = 0x6167656e74627573 // "agentbus"
 
-// setDefaults fills in the defaults once, however many rounds run.
-func (p *OutboxPublisher) setDefaults() error {
-	p.once.Do(func() {
-		if p.BatchSize <= 0 {
-			p.BatchSize = 1000
-		}
-		if p.PollInterval <= 0 {
-			p.PollInterval = time.Second
-		}
-		if p.Log == nil {
-			p.Log = slog.Default()
-		}
-		p.Log = p.Log.With("component", "outbox")
-		if p.Publisher == nil {
-			p.Publisher, p.initErr = bus.NewPublisher(p.JS, bus.PublisherConfig{Logger: p.Log})
-		}
-	})
-	return p.initErr
-}
-
-// Run publishes until ctx ends. Errors are logged and retried.
-func (p *OutboxPublisher) Run(ctx context.Context) error {
-	if err := p.setDefaults(); err != nil {
-		return err
-	}
-	for ctx.Err() == nil {
-		err := p.lead(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.Log.Warn("outbox publisher restarting", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(p.PollInterval):
-		}
-	}
-	return nil
-}
-
-// lead waits to hold the publisher lock, then publishes until an error.
-func (p *OutboxPublisher) lead(ctx context.Context) error {
-	conn, err := p.Pool.Acquire(ctx)
+// TryLead takes the session-level advisory lock that elects the one
+// sweeping forwarder and listens for the writers' notifications on the
+// same connection.
+func (o *Outbox) TryLead(ctx context.Context) (outbox.Lease, bool, error) {
+	conn, err := o.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	// The lock and LISTEN belong to this connection: hijack it so that it
-	// is closed, not returned to the pool, when we stop leading.
+	// is closed, not returned to the pool, when the lease ends.
 	pc := conn.Hijack()
-	defer pc.Close(context.Background())
-
-	for {
-		var locked bool
-		if err := pc.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(outboxLockKey)).Scan(&locked); err != nil {
-			return err
-		}
-		if locked {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(p.PollInterval):
-		}
+	var locked bool
+	if err := pc.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(outboxLockKey)).Scan(&locked); err != nil || !locked {
+		_ = pc.Close(context.Background())
+		return nil, false, err
 	}
 	if _, err := pc.Exec(ctx, "LISTEN outbox"); err != nil {
-		return err
+		_ = pc.Close(context.Background())
+		return nil, false, err
 	}
-	p.Log.Info("outbox publisher leading")
-	for {
-		for {
-			n, err := p.PublishPending(ctx)
-			if err != nil {
-				return err
-			}
-			if n < p.BatchSize {
-				break
-			}
-		}
-		wait, cancel := context.WithTimeout(ctx, p.PollInterval)
-		_, err := pc.WaitForNotification(wait)
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-	}
+	return outboxLease{pc}, true, nil
 }
 
-// PublishPending publishes one round of committed rows, in position order,
-// and deletes them once JetStream stored every one. Only rows of
-// transactions older than every transaction still running are read
-// (pg_snapshot_xmin), so a row that commits late, behind rows with higher
-// positions, is picked up in a later round instead of skipped.
-func (p *OutboxPublisher) PublishPending(ctx context.Context) (int, error) {
-	if err := p.setDefaults(); err != nil {
-		return 0, err
-	}
-	rows, err := p.Pool.Query(ctx, `
-		SELECT position, id, subject, type, payload::text
-		FROM outbox
-		WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY position
-		LIMIT $1`, p.BatchSize)
-	if err != nil {
-		return 0, err
-	}
-	var (
-		positions []int64
-		msgs      []*nats.Msg
-	)
-	for rows.Next() {
-		var position int64
-		var id uuid.UUID
-		var subject, typ, payload string
-		if err := rows.Scan(&position, &id, &subject, &typ, &payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		m := &nats.Msg{Subject: subject, Data: []byte(payload), Header: nats.Header{}}
-		m.Header.Set(jetstream.MsgIDHeader, id.String())
-		m.Header.Set("Agents-Type", typ)
-		positions = append(positions, position)
-		msgs = append(msgs, m)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	// PublishMsgs returns once every message is stored. On a failure
-	// nothing is deleted and the whole round is published again, which
-	// the Nats-Msg-Id makes harmless: a batch holding a stored message is
-	// refused and resent one by one, and the duplicates are dropped.
-	if err := p.Publisher.PublishMsgs(ctx, msgs); err != nil {
-		return 0, fmt.Errorf("publish outbox: %w", err)
-	}
-	if err := p.forget(ctx, positions); err != nil {
-		return 0, err
-	}
-	return len(msgs), nil
-}
+type outboxLease struct{ conn *pgx.Conn }
 
-// forget deletes published rows without waiting for the commit to reach
-// the disk: a delete lost in a crash only publishes its rows again, which
-// JetStream drops as duplicates, so it need not cost an fsync of its own.
-// Both statements go in one round trip, as one transaction; the simple
-// protocol that allows that takes no parameters, so the positions (numbers
-// only) are written into the statement.
-func (p *OutboxPublisher) forget(ctx context.Context, positions []int64) error {
-	var sql strings.Builder
-	sql.WriteString("SET LOCAL synchronous_commit = off; DELETE FROM outbox WHERE position = ANY('{")
-	for i, pos := range positions {
-		if i > 0 {
-			sql.WriteByte(',')
-		}
-		sql.WriteString(strconv.FormatInt(pos, 10))
-	}
-	sql.WriteString("}'::bigint[])")
-	_, err := p.Pool.Exec(ctx, sql.String())
+func (l outboxLease) Wait(ctx context.Context) error {
+	_, err := l.conn.WaitForNotification(ctx)
 	return err
 }
 
-// NotifyOutbox wakes the outbox publisher. Call it after the commit of a
+func (l outboxLease) Release() { _ = l.conn.Close(context.Background()) }
+
+// Committed returns up to limit committed rows in position order. Every
+// row committed so far is visible, whatever other transactions are still
+// running: nothing waits on an unrelated transaction. That keeps each
+// aggregate's order, because the writers of one aggregate are serialised
+// by its version check: a transaction can only write an aggregate's next
+// events once the one that wrote the previous ones committed, so its rows
+// come later in position order and are never visible without them. Rows
+// of different aggregates may be published in another order than their
+// positions; nothing orders them. Nothing is skipped either: the forwarder
+// keeps no cursor, every row stays until it is published and forgotten.
+func (o *Outbox) Committed(ctx context.Context, limit int) ([]outbox.Message, error) {
+	rows, err := o.pool.Query(ctx, `
+		SELECT id, subject, type, payload::text
+		FROM outbox
+		ORDER BY position
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var msgs []outbox.Message
+	for rows.Next() {
+		var m outbox.Message
+		var payload string
+		if err := rows.Scan(&m.ID, &m.Subject, &m.Type, &payload); err != nil {
+			return nil, err
+		}
+		m.Payload = []byte(payload)
+		msgs = append(msgs, m)
+	}
+	return msgs, rows.Err()
+}
+
+// Forget deletes published rows without waiting for the commit to reach
+// the disk: a delete lost in a crash only publishes its rows again, which
+// JetStream drops as duplicates, so it need not cost an fsync of its own.
+// Both statements go in one round trip, as one transaction; the simple
+// protocol that allows that takes no parameters, so the ids (uuids only)
+// are written into the statement.
+func (o *Outbox) Forget(ctx context.Context, ids []uuid.UUID) error {
+	var sql strings.Builder
+	sql.WriteString("SET LOCAL synchronous_commit = off; DELETE FROM outbox WHERE id = ANY('{")
+	for i, id := range ids {
+		if i > 0 {
+			sql.WriteByte(',')
+		}
+		sql.WriteString(id.String())
+	}
+	sql.WriteString("}'::uuid[])")
+	_, err := o.pool.Exec(ctx, sql.String())
+	return err
+}
+
+// Message returns m as the forwarder publishes it.
+func (m OutboxMessage) Message() outbox.Message {
+	return outbox.Message{ID: m.ID, Subject: m.Subject, Type: m.Type, Payload: m.Payload}
+}
+
+// NotifyOutbox wakes the outbox forwarder. Call it after the commit of a
 // transaction that wrote to the outbox, not inside it: Postgres holds a
 // lock on its notification queue from a NOTIFY until the end of the
 // transaction, fsync of the commit included, so a NOTIFY in every writing

@@ -65,7 +65,9 @@ func TestOutboxCrashingProcess(t *testing.T) {
 	}))
 	fmt.Println("committed")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	_ = (&postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 20 * time.Millisecond}).Run(ctx)
+	f := forwarder(t, pool, js)
+	f.PollInterval = 20 * time.Millisecond
+	_ = f.Run(ctx)
 }
 
 // crashingProcess is a running TestOutboxCrashingProcess.
@@ -154,7 +156,9 @@ func restartPublisher(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = (&postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond}).Run(ctx)
+		f := forwarder(t, pool, js)
+		f.PollInterval = 50 * time.Millisecond
+		_ = f.Run(ctx)
 	}()
 	require.Eventually(t, func() bool { return outboxCount(t, pool) == 0 }, 60*time.Second, 20*time.Millisecond)
 	cancel()
@@ -205,8 +209,8 @@ func assertEachOnce(t *testing.T, js jetstream.JetStream, want map[string]int) {
 
 // TestOutboxCrashAfterCommitBeforePublish kills the active publisher's
 // process after its transaction committed and before the rows were
-// published (a transaction that began earlier and is still open keeps them
-// back). The next publisher takes the lock over and publishes each once.
+// published (a lock the test holds on the outbox keeps them back). The next
+// publisher takes the lock over and publishes each once.
 func TestOutboxCrashAfterCommitBeforePublish(t *testing.T) {
 	ctx := context.Background()
 	dbURL := testenv.PostgresURL(t)
@@ -215,19 +219,18 @@ func TestOutboxCrashAfterCommitBeforePublish(t *testing.T) {
 	t.Cleanup(pool.Close)
 	srv, js, _ := bustest.Server(t)
 
-	older, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = older.Rollback(ctx) }()
-	_, err = older.Exec(ctx, "SELECT pg_current_xact_id()")
-	require.NoError(t, err)
-
 	proc := startCrashingProcess(t, dbURL, srv.ClientURL(), 100)
 	want := requireOutboxRows(t, pool)
 	require.Len(t, want, 100)
+	older, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = older.Rollback(ctx) }()
+	_, err = older.Exec(ctx, "LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
 	proc.publish(t)
 	require.Eventually(t, func() bool { return crashSessions(t, pool, true) == 1 },
 		30*time.Second, 20*time.Millisecond, "the process leads the publishers")
-	time.Sleep(200 * time.Millisecond) // several rounds, each finding nothing to publish
+	time.Sleep(200 * time.Millisecond) // its first round waits for the lock
 
 	proc.kill()
 	afterDeath(t, pool)

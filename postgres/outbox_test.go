@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus/bustest"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -76,8 +77,8 @@ func TestOutboxPublishesInPositionOrderAndEmpties(t *testing.T) {
 	writeInTx(t, pool, outboxMsg(agg, 1), outboxMsg(agg, 2))
 	writeInTx(t, pool, outboxMsg(agg, 3))
 
-	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
-	n, err := pub.PublishPending(context.Background())
+	pub := forwarder(t, pool, js)
+	n, err := pub.Sweep(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []int{1, 2, 3}, published(t, js))
@@ -89,7 +90,7 @@ func TestOutboxMessageCarriesIdAndTypeHeaders(t *testing.T) {
 	_, js, _ := bustest.Server(t)
 	msg := outboxMsg(uuid.New(), 1)
 	writeInTx(t, pool, msg)
-	_, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(context.Background())
+	_, err := forwarder(t, pool, js).Sweep(context.Background())
 	require.NoError(t, err)
 
 	stream, err := js.Stream(context.Background(), "AGENTS_EVENTS")
@@ -101,12 +102,13 @@ func TestOutboxMessageCarriesIdAndTypeHeaders(t *testing.T) {
 }
 
 // TestOutboxNotMissingMessages interleaves transactions that commit out of
-// order and one that rolls back: the publisher misses none and invents none.
+// order and one that rolls back: the forwarder misses none, invents none,
+// and keeps each aggregate's events in commit order.
 func TestOutboxNotMissingMessages(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
 	_, js, _ := bustest.Server(t)
-	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
+	pub := forwarder(t, pool, js)
 	agg := uuid.New()
 
 	slow, err := pool.Begin(ctx)
@@ -119,22 +121,46 @@ func TestOutboxNotMissingMessages(t *testing.T) {
 
 	writeInTx(t, pool, outboxMsg(uuid.New(), 2)) // commits first, with a higher position
 
-	n, err := pub.PublishPending(ctx)
+	n, err := pub.Sweep(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, n, "nothing may pass a transaction that is still running")
+	assert.Equal(t, 1, n, "a committed row does not wait for the transactions still running")
 
 	require.NoError(t, rolledBack.Rollback(ctx))
 	require.NoError(t, slow.Commit(ctx))
 	writeInTx(t, pool, outboxMsg(agg, 3))
 
 	for {
-		n, err := pub.PublishPending(ctx)
+		n, err := pub.Sweep(ctx)
 		require.NoError(t, err)
 		if n == 0 {
 			break
 		}
 	}
-	assert.Equal(t, []int{1, 2, 3}, published(t, js))
+	assert.Equal(t, []int{2, 1, 3}, published(t, js), "each aggregate's rows in commit order")
+	assert.Zero(t, outboxCount(t, pool))
+}
+
+// TestOutboxDoesNotWaitForAnOpenTransaction: an event committed while
+// another write transaction stays open on the server is published by the
+// next sweep, before that transaction ends.
+func TestOutboxDoesNotWaitForAnOpenTransaction(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+
+	held, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = held.Rollback(ctx) }()
+	// A write of its own gives the transaction an id, as a projection's
+	// or an idempotency row's transaction has.
+	_, err = held.Exec(ctx, "CREATE TEMP TABLE held (n int); INSERT INTO held VALUES (1)")
+	require.NoError(t, err)
+
+	writeInTx(t, pool, outboxMsg(uuid.New(), 1))
+	n, err := forwarder(t, pool, js).Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []int{1}, published(t, js))
 	assert.Zero(t, outboxCount(t, pool))
 }
 
@@ -152,7 +178,7 @@ func TestOutboxRepublishAfterCrashIsDroppedAsDuplicate(t *testing.T) {
 		Header: nats.Header{jetstream.MsgIDHeader: []string{msg.ID.String()}}})
 	require.NoError(t, err)
 
-	n, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(ctx)
+	n, err := forwarder(t, pool, js).Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, []int{7}, published(t, js), "the event is on the stream exactly once")
@@ -165,7 +191,8 @@ func TestOutboxTwoPublishersPublishEachEventOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for range 2 {
-		pub := &postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond, BatchSize: 7}
+		pub := forwarder(t, pool, js)
+		pub.PollInterval, pub.BatchSize = 50*time.Millisecond, 7
 		go func() { _ = pub.Run(ctx) }()
 	}
 	agg := uuid.New()
@@ -186,7 +213,8 @@ func TestOutboxPublisherWakesOnNotify(t *testing.T) {
 	defer cancel()
 	pool := testenv.Postgres(t)
 	_, js, _ := bustest.Server(t)
-	pub := &postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: time.Hour}
+	pub := forwarder(t, pool, js)
+	pub.PollInterval = time.Hour
 	done := make(chan struct{})
 	go func() { defer close(done); _ = pub.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -236,10 +264,10 @@ func TestOutboxLargeBacklogPublishedInOrderExactlyOnce(t *testing.T) {
 		writeInTx(t, pool, msgs...)
 	}
 
-	pub := &postgres.OutboxPublisher{Pool: pool, JS: js}
+	pub := forwarder(t, pool, js)
 	rounds := 0
 	for {
-		n, err := pub.PublishPending(ctx)
+		n, err := pub.Sweep(ctx)
 		require.NoError(t, err)
 		if n == 0 {
 			break
@@ -289,7 +317,7 @@ func TestDeferredOutboxWaitsForFlush(t *testing.T) {
 		require.NoError(t, postgres.QueueMarkProcessed(last, "test", "message-1", map[string]int{"n": 3}))
 		return d.Flush(ctx, last)
 	}))
-	_, err := (&postgres.OutboxPublisher{Pool: pool, JS: js}).PublishPending(ctx)
+	_, err := forwarder(t, pool, js).Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2, 3}, published(t, js))
 	r, ok, err := postgres.ProcessedResult[map[string]int](ctx, pool, "test", "message-1")
@@ -307,4 +335,11 @@ func TestDeferredOutboxWaitsForFlush(t *testing.T) {
 	})
 	assert.True(t, postgres.IsUniqueViolation(err), "got %v", err)
 	assert.Zero(t, outboxCount(t, pool))
+}
+
+// forwarder returns an outbox forwarder of pool's outbox publishing to js.
+func forwarder(t testing.TB, pool *pgxpool.Pool, js jetstream.JetStream) *outbox.Forwarder {
+	f, err := outbox.New(postgres.NewOutbox(pool), js)
+	require.NoError(t, err)
+	return f
 }

@@ -19,7 +19,7 @@ import (
 // events reach JetStream in stream order and a failure never leaves a gap.
 type pump struct {
 	r          *Relay
-	pub        *publisher
+	pub        *bus.Publisher
 	sessions   map[string]*session
 	byKey      map[string]*session
 	order      []*session
@@ -57,13 +57,25 @@ type session struct {
 	draining bool
 }
 
-func newPump(r *Relay) *pump {
+func newPump(r *Relay) (*pump, error) {
+	// The publisher never leaves a later event of a run stored after an
+	// earlier one that is not: that is what lets the relay find where a
+	// session stopped from its last stored event alone.
+	pub, err := bus.NewPublisher(r.js, bus.PublisherConfig{
+		MaxBatch: r.cfg.MaxBatch,
+		MinBatch: r.cfg.BatchMin,
+		Timeout:  r.cfg.PublishTimeout,
+		Logger:   r.log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return &pump{
 		r:        r,
-		pub:      &publisher{js: r.js, timeout: r.cfg.PublishTimeout, batchMin: r.cfg.BatchMin},
+		pub:      pub,
 		sessions: map[string]*session{},
 		byKey:    map[string]*session{},
-	}
+	}, nil
 }
 
 func (p *pump) run(ctx context.Context) error {
@@ -74,7 +86,7 @@ func (p *pump) run(ctx context.Context) error {
 			_ = p.readClient.Close()
 		}
 	}()
-	defer p.pub.watch(p.r.js.Conn())()
+	defer p.pub.Watch()()
 	for ctx.Err() == nil {
 		// Wakes that came before this reconcile are served by it.
 		select {
@@ -255,7 +267,7 @@ func (p *pump) round(ctx context.Context) error {
 		if !p.r.leaseValid() {
 			return errors.New("lease not renewed in time, pausing")
 		}
-		if err := p.pub.publish(ctx, b.msgs[start:end]); err != nil {
+		if err := p.pub.PublishMsgs(ctx, b.msgs[start:end]); err != nil {
 			// Whether JetStream stored the batch is unknown: ask it again.
 			for _, ref := range b.refs[start:end] {
 				ref.s.synced = false

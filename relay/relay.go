@@ -287,6 +287,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	pu, err := newPump(r)
+	if err != nil {
+		return err
+	}
 	hb := newHeartbeat(r, members)
 	co := &coordinator{r: r, sessions: sessions, members: members, hb: hb}
 
@@ -295,7 +299,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stopPump()
 	g.Go(func() error { hb.run(gctx); return nil })
 	g.Go(func() error { return co.run(gctx, stopPump) })
-	g.Go(func() error { return newPump(r).run(pumpCtx) })
+	g.Go(func() error { return pu.run(pumpCtx) })
 	g.Go(func() error { r.acker(gctx); return nil })
 	if r.cfg.TrimInterval > 0 {
 		g.Go(func() error { r.trimmer(gctx); return nil })
@@ -303,7 +307,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !r.cfg.DisableOutbound {
 		g.Go(func() error { return r.outbound(gctx) })
 	}
-	err := g.Wait()
+	err = g.Wait()
 	r.ready.Store(false)
 	if ctx.Err() != nil {
 		return nil

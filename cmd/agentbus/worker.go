@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -51,7 +52,7 @@ var workers = map[string]worker{
 		run:   runCommandsWorker,
 	},
 	"outbox": {
-		summary: "publish committed outbox rows to AGENTS_EVENTS",
+		summary: "publish the committed outbox rows their writers did not publish to AGENTS_EVENTS",
 		needs:   needPostgres | needNATS,
 		// The leader's own connection (lock and LISTEN) and one for rounds.
 		conns: func() int { return 2 },
@@ -129,6 +130,11 @@ func runCommandsWorker(ctx context.Context, in *infra) error {
 	}
 	d := cmdhandlers.NewDispatcher(in.Pool, in.NC, cmdhandlers.Classify)
 	cmdhandlers.Register(d, nil, sessionPool)
+	forwarder, err := outbox.New(postgres.NewOutbox(in.Pool), in.JS)
+	if err != nil {
+		return err
+	}
+	d.ForwardEvents(forwarder)
 	return bus.Run(ctx, in.JS, bus.RunnerConfig{
 		Stream:      bus.StreamCommands,
 		Consumer:    cmdhandlers.Consumer,
@@ -138,9 +144,14 @@ func runCommandsWorker(ctx context.Context, in *infra) error {
 	})
 }
 
-// runOutboxWorker publishes the outbox; copies elect one active publisher.
+// runOutboxWorker sweeps the outbox for the events their writers did not
+// publish; copies elect one active sweeper.
 func runOutboxWorker(ctx context.Context, in *infra) error {
-	return (&postgres.OutboxPublisher{Pool: in.Pool, JS: in.JS}).Run(ctx)
+	forwarder, err := outbox.New(postgres.NewOutbox(in.Pool), in.JS)
+	if err != nil {
+		return err
+	}
+	return forwarder.Run(ctx)
 }
 
 // runWorker is `agentbus worker <name> [flags]`.

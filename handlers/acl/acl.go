@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,10 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/jsontext"
+	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -42,13 +45,15 @@ type Worker struct {
 	// feed publishes what is recorded on the session's live feed; Run
 	// sets it.
 	feed *feedPublisher
+	// sessions reads a session's status.
+	sessions *queries.Store
 }
 
 // New returns the ACL worker; client sends the commands and waits for
 // their results, so that one session's commands apply in order.
 func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 	return &Worker{pool: pool, client: client, timeout: 30 * time.Second,
-		log: slog.Default().With("component", "acl")}
+		log: slog.Default().With("component", "acl"), sessions: queries.New(pool, domain.SessionPool{})}
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
@@ -139,12 +144,45 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if terr != nil {
 		return bus.Permanent(terr)
 	}
+	skip := -1
+	if ev.Type == protocol.EventMessageDelivered {
+		if skip, err = w.refusedTurn(ctx, sessionID, tr.commands); err != nil {
+			return err
+		}
+	}
 	for i, out := range tr.commands {
+		if i == skip {
+			continue
+		}
 		if _, err := w.dispatch(ctx, sessionID, msgID, i, out); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// refusedTurn returns the position of BeginTurn among a delivery's
+// commands when the session runs, and -1 otherwise: the message joins the
+// running turn, and BeginTurn would only be refused. The session's earlier
+// raw events have all been applied by now (one session's events are
+// handled in order, each waiting for its commands' results), so the status
+// read is the one the command would meet, but for a change from outside
+// the sidecar in between.
+func (w *Worker) refusedTurn(ctx context.Context, sessionID uuid.UUID, cmds []outgoing) (int, error) {
+	i := slices.IndexFunc(cmds, func(c outgoing) bool {
+		return c.aggregate == domain.AggregateSession && c.name == command.BeginTurn
+	})
+	if i < 0 {
+		return -1, nil
+	}
+	status, err := w.sessions.Status(ctx, sessionID)
+	if err != nil {
+		return -1, err
+	}
+	if status != domain.StatusRunning {
+		return -1, nil
+	}
+	return i, nil
 }
 
 // dispatch sends one command and waits for its result. A refusal is

@@ -279,3 +279,41 @@ func TestRawEventWithInvalidTextIsRecordedInOrderAndDeadLettered(t *testing.T) {
 		return err == nil && info.State.Msgs == 3
 	}, 30*time.Second, 50*time.Millisecond, "the invalid events are dead-lettered")
 }
+
+// TestADeliveryToARunningSessionBeginsNoTurn: a message delivered while
+// the session runs joins its turn; the ACL marks it delivered and sends no
+// BeginTurn, which the session would refuse.
+func TestADeliveryToARunningSessionBeginsNoTurn(t *testing.T) {
+	ctx := context.Background()
+	s := start(t)
+	id := s.runningSession(t)
+	require.Equal(t, domain.StatusRunning, s.session(t, id).Status())
+	msgID := uuid.New()
+	cmd, err := command.New(domain.AggregateQueue, command.EnqueueMessage, id, s.owner.String(),
+		command.EnqueueData{MessageID: msgID, Content: "Also check the logs.", Priority: domain.PriorityImmediate})
+	require.NoError(t, err)
+	r, err := s.client.Do(ctx, cmd)
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+
+	s.raw(t, id, "message_delivered", map[string]any{"message_id": msgID.String(), "priority": "Immediate"})
+	// One session's raw events are handled in order, each after its
+	// commands' results: the next one's item means the delivery is done.
+	s.raw(t, id, "assistant_message", map[string]any{"message_id": "m1", "block_type": "text", "text": "On it."})
+	require.Eventually(t, func() bool { return len(s.activity(t, id)) == 2 }, 30*time.Second, 20*time.Millisecond)
+
+	q, err := postgres.Queues{}.Get(ctx, s.pool, id, s.owner)
+	require.NoError(t, err)
+	assert.Empty(t, q.Pending(), "the message is delivered")
+	var refused []string
+	rows, err := s.pool.Query(ctx, "SELECT result::text FROM processed_messages WHERE consumer = $1 AND result->'error' IS NOT NULL", commands.Consumer)
+	require.NoError(t, err)
+	for rows.Next() {
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		refused = append(refused, v)
+	}
+	require.NoError(t, rows.Err())
+	assert.Empty(t, refused, "no command was refused")
+	assert.Equal(t, domain.StatusRunning, s.session(t, id).Status())
+}

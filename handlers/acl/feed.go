@@ -72,7 +72,7 @@ func (f *feedPublisher) publish(ctx context.Context, sessionID uuid.UUID, seq ui
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if _, err := f.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := bus.PublishMsg(ctx, f.js, msg); err != nil {
 		return fmt.Errorf("acl: publish feed item: %w", err)
 	}
 	return nil

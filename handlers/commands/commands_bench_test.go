@@ -28,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -282,12 +283,11 @@ func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	require.NoError(b, err)
 	// Each handler holds a connection for its transaction; the outbox
-	// publisher holds one more and queries with another.
+	// sweep holds one more and queries with another.
 	cfg.MaxConns = int32(concurrency + 2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
-	outbox := &postgres.OutboxPublisher{Pool: pool}
 
 	srv, js, nc := natsServer(b, skipFsync)
 	wnc, wjs := bustest.Connect(b, srv)
@@ -295,9 +295,12 @@ func benchSessions(b testing.TB, dbURL string, skipFsync bool) benchOp {
 	require.NoError(b, err)
 	d := commands.NewDispatcher(pool, wnc, commands.Classify)
 	commands.Register(d, nil, sessionPool)
-	_, outbox.JS = bustest.Connect(b, srv)
+	_, fjs := bustest.Connect(b, srv)
+	forwarder, err := outbox.New(postgres.NewOutbox(pool), fjs)
+	require.NoError(b, err)
+	d.ForwardEvents(forwarder)
 	runWorkers(b, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer,
-		Handler: d.Handle, Concurrency: concurrency}, outbox.Run)
+		Handler: d.Handle, Concurrency: concurrency}, forwarder.Run)
 	client, err := command.NewClient(nc, js, nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = client.Close() })

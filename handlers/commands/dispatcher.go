@@ -5,11 +5,14 @@ package commands
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/jsontext"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -51,9 +55,30 @@ type Dispatcher struct {
 	log      *slog.Logger
 
 	// wakeWanted and waking coordinate the handlers' notifications to
-	// the outbox publisher (wakeOutbox).
+	// the outbox forwarder's sweep (wakeOutbox).
 	wakeWanted, waking atomic.Bool
+
+	// forwarder, when set, publishes each command's events right after
+	// its commit; gates keep them in commit order (see ForwardEvents).
+	forwarder Forwarder
+	gates     gates
 }
+
+// Forwarder publishes committed outbox messages and forgets them.
+type Forwarder interface {
+	Forward(ctx context.Context, msgs []outbox.Message) error
+}
+
+// ForwardEvents makes the dispatcher publish each command's events through
+// f right after the commit, instead of leaving them to the outbox sweep:
+// the sweep stays the safety net for a worker that dies in between. One
+// aggregate's commands can only commit one after the other (its version
+// check), and each holds its aggregates' gates from before its commit
+// until its events are stored, so the events reach JetStream in commit
+// order. The gates are this process's: with several copies of the
+// commands worker, two commands on one aggregate handled by different
+// copies in quick succession may publish out of order.
+func (d *Dispatcher) ForwardEvents(f Forwarder) { d.forwarder = f }
 
 // NewDispatcher returns a dispatcher that stores its effects in pool,
 // answers over nc, and turns domain errors into results with classify
@@ -88,7 +113,7 @@ func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := json.Unmarshal(msg.Data(), &cmd); err != nil {
 		return bus.Permanent(fmt.Errorf("malformed command on %s: %w", msg.Subject(), err))
 	}
-	result, secret, err := d.run(ctx, cmd)
+	result, secret, events, err := d.run(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -96,8 +121,39 @@ func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 		result.State = secret
 	}
 	d.reply(msg, result)
+	if events != nil {
+		d.forward(ctx, events)
+	}
 	d.wakeOutbox(ctx)
 	return nil
+}
+
+// committed are the events of a committed command, with its aggregates'
+// gates held.
+type committed struct {
+	msgs   []outbox.Message
+	unlock func()
+}
+
+// forward publishes a command's committed events, retrying while ctx lasts
+// with the gates held, so the next command on the same aggregates cannot
+// overtake them. What is left when ctx ends goes out with the sweep.
+func (d *Dispatcher) forward(ctx context.Context, c *committed) {
+	defer c.unlock()
+	for attempt := 0; ; attempt++ {
+		err := d.forwarder.Forward(ctx, c.msgs)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			d.wakeWanted.Store(true)
+			return
+		}
+		if attempt == 0 {
+			d.log.Warn("events not published yet, retrying", "error", err)
+		}
+		time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
+	}
 }
 
 // wakeOutbox wakes the outbox publisher once a commit with events asked
@@ -117,15 +173,15 @@ func (d *Dispatcher) wakeOutbox(ctx context.Context) {
 	}
 }
 
-func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, json.RawMessage, error) {
+func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Result, json.RawMessage, *committed, error) {
 	handler, ok := d.handlers[cmd.Aggregate+"."+cmd.Name]
 	if !ok {
 		r, err := d.refuse(ctx, cmd, &command.Error{Kind: command.KindValidation,
 			Message: fmt.Sprintf("unknown command %s.%s", cmd.Aggregate, cmd.Name)})
-		return r, nil, err
+		return r, nil, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		result, secret, err := d.attempt(ctx, cmd, handler)
+		result, secret, events, err := d.attempt(ctx, cmd, handler)
 		if errors.Is(err, postgres.ErrVersionConflict) && attempt < maxConflictRetries {
 			// Jitter keeps contending writers of one aggregate from
 			// colliding again in lockstep.
@@ -139,19 +195,22 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 			}
 			if refusal != nil {
 				r, err := d.refuse(ctx, cmd, refusal)
-				return r, nil, err
+				return r, nil, nil, err
 			}
-			return command.Result{}, nil, err
+			return command.Result{}, nil, nil, err
 		}
-		return result, secret, nil
+		return result, secret, events, nil
 	}
 }
 
 // attempt runs the handler and records the result in one transaction, or
 // returns the result recorded by an earlier delivery of the same command.
-func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, error) {
+// With a forwarder, it returns the committed events to forward, their
+// gates held.
+func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, *committed, error) {
 	var result command.Result
 	var secret json.RawMessage
+	var events *committed
 	handled := false
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String()); err != nil || ok {
@@ -181,11 +240,26 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		if err := postgres.QueueMarkProcessed(last, Consumer, cmd.ID.String(), result); err != nil {
 			return err
 		}
-		return deferred.Flush(ctx, last)
+		if d.forwarder != nil && len(deferred.Pending()) > 0 {
+			events = &committed{unlock: d.gates.lock(deferred.Pending())}
+		}
+		if err := deferred.Flush(ctx, last); err != nil {
+			return err
+		}
+		if events != nil {
+			for _, m := range deferred.Written() {
+				events.msgs = append(events.msgs, m.Message())
+			}
+		}
+		return nil
 	})
-	if err == nil && handled {
-		// Nearly every command raises events; waking the publisher for
-		// the few that do not costs less than finding out.
+	if events != nil && err != nil {
+		events.unlock()
+		events = nil
+	}
+	if err == nil && handled && d.forwarder == nil {
+		// Nearly every command raises events; waking the sweep for the
+		// few that do not costs less than finding out.
 		d.wakeWanted.Store(true)
 	}
 	if postgres.IsUniqueViolation(err) {
@@ -195,12 +269,35 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		r, ok, serr := postgres.ProcessedResult[command.Result](ctx, d.pool, Consumer, cmd.ID.String())
 		switch {
 		case serr != nil:
-			return command.Result{}, nil, serr
+			return command.Result{}, nil, nil, serr
 		case ok:
-			return r, nil, nil
+			return r, nil, nil, nil
 		}
 	}
-	return result, secret, err
+	return result, secret, events, err
+}
+
+// gates serialise the publication of the events of one aggregate within
+// this process; aggregates share a gate by the hash of their id.
+type gates [256]sync.Mutex
+
+// lock takes the gates of the aggregates of msgs, in gate order so that
+// two handlers never wait for each other, and returns what releases them.
+func (g *gates) lock(msgs []postgres.OutboxMessage) (unlock func()) {
+	var idx []int
+	for _, m := range msgs {
+		idx = append(idx, int(binary.BigEndian.Uint64(m.AggregateID[8:])%uint64(len(g))))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		g[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			g[i].Unlock()
+		}
+	}
 }
 
 // refusedData refuses a command whose data Postgres refused (a NUL in a

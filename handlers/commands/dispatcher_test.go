@@ -22,6 +22,7 @@ import (
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -236,9 +237,10 @@ func TestConcurrentCommandsAllApplied(t *testing.T) {
 	assert.Equal(t, 600, processed)
 }
 
-// TestCommitWakesTheOutboxPublisher: the worker wakes the outbox publisher
-// after each commit, so a command's events are published at once although
-// the publisher would poll only once an hour.
+// TestCommitWakesTheOutboxPublisher: a worker that does not publish its
+// events itself wakes the outbox forwarder's sweep after each commit, so a
+// command's events are published at once although the sweep would poll
+// only once an hour.
 func TestCommitWakesTheOutboxPublisher(t *testing.T) {
 	pool := testenv.Postgres(t)
 	srv, js, nc := bustest.Server(t)
@@ -260,7 +262,9 @@ func TestCommitWakesTheOutboxPublisher(t *testing.T) {
 		_ = bus.Run(ctx, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer, Handler: d.Handle})
 	})
 	_, pjs := bustest.Connect(t, srv)
-	publisher := &postgres.OutboxPublisher{Pool: pool, JS: pjs, PollInterval: time.Hour}
+	publisher, err := outbox.New(postgres.NewOutbox(pool), pjs)
+	require.NoError(t, err)
+	publisher.PollInterval = time.Hour
 	wg.Go(func() { _ = publisher.Run(ctx) })
 	client, err := command.NewClient(nc, js, nil)
 	require.NoError(t, err)
@@ -281,4 +285,69 @@ func TestCommitWakesTheOutboxPublisher(t *testing.T) {
 			return err == nil && info.State.Msgs == n
 		}, 30*time.Second, 10*time.Millisecond, "event %d published", n)
 	}
+}
+
+// TestWorkerPublishesItsCommittedEvents: with a forwarder, the worker
+// publishes a command's events itself right after the commit, in order,
+// with no sweep running at all, and leaves the outbox empty.
+func TestWorkerPublishesItsCommittedEvents(t *testing.T) {
+	pool := testenv.Postgres(t)
+	srv, js, nc := bustest.Server(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	wnc, wjs := bustest.Connect(t, srv)
+	d := commands.NewDispatcher(pool, wnc, classify)
+	forwarder, err := outbox.New(postgres.NewOutbox(pool), wjs)
+	require.NoError(t, err)
+	d.ForwardEvents(forwarder)
+	agg := uuid.New()
+	d.Register("counter", "announce", func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
+		var msgs []postgres.OutboxMessage
+		for range 2 {
+			id := uuid.New()
+			msgs = append(msgs, postgres.OutboxMessage{
+				ID: id, Subject: "agents.evt.counter." + cmd.AggregateID.String() + ".announced",
+				Aggregate: "counter", AggregateID: cmd.AggregateID, Type: "announced",
+				Payload: []byte(`{"id":"` + id.String() + `","command":"` + cmd.ID.String() + `"}`),
+			})
+		}
+		return nil, postgres.WriteOutbox(ctx, tx, msgs)
+	})
+	wg.Go(func() {
+		_ = bus.Run(ctx, wjs, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer, Handler: d.Handle, Concurrency: 4})
+	})
+	client, err := command.NewClient(nc, js, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+
+	var sent []string
+	for range 3 {
+		cmd, err := command.New("counter", "announce", agg, "user-1", struct{}{})
+		require.NoError(t, err)
+		r, err := client.Do(ctx, cmd)
+		require.NoError(t, err)
+		require.NoError(t, r.Err())
+		sent = append(sent, cmd.ID.String(), cmd.ID.String())
+	}
+	events, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := events.Info(ctx)
+		return err == nil && info.State.Msgs == 6
+	}, 30*time.Second, 10*time.Millisecond, "every event published")
+	var got []string
+	for seq := uint64(1); seq <= 6; seq++ {
+		m, err := events.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		var body struct{ Command string }
+		require.NoError(t, json.Unmarshal(m.Data, &body))
+		got = append(got, body.Command)
+	}
+	assert.Equal(t, sent, got, "in commit order")
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&n) == nil && n == 0
+	}, 30*time.Second, 10*time.Millisecond, "published events are forgotten")
 }

@@ -192,7 +192,7 @@ func publishNotification(ctx context.Context, js jetstream.JetStream, source bus
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	if _, err := bus.PublishMsg(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish %s notification for %s: %w", note.Kind, note.OwnerID, err)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
@@ -58,6 +59,10 @@ func startFlowWithChainLimit(t *testing.T, maxSessions, maxChainSessions int) *f
 	require.NoError(t, err)
 	d := commands.NewDispatcher(pool, nc, commands.Classify)
 	commands.Register(d, nil, sessionPool)
+	forwarder, err := outbox.New(postgres.NewOutbox(pool), js)
+	require.NoError(t, err)
+	forwarder.PollInterval = 50 * time.Millisecond
+	d.ForwardEvents(forwarder)
 	client, err := command.NewClient(nc, js, commands.Results{Pool: pool})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
@@ -67,7 +72,7 @@ func startFlowWithChainLimit(t *testing.T, maxSessions, maxChainSessions int) *f
 		func(ctx context.Context) error {
 			return bus.Run(ctx, js, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer, Handler: d.Handle, Concurrency: 4})
 		},
-		(&postgres.OutboxPublisher{Pool: pool, JS: js, PollInterval: 50 * time.Millisecond}).Run,
+		forwarder.Run,
 		func(ctx context.Context) error { return acl.New(pool, client).Run(ctx, js) },
 		reactions.SidecarDispatch{JS: js, DB: pool}.Run,
 		reactions.Pool{JS: js, Client: client}.Run,

@@ -52,7 +52,7 @@ func sendToSidecarAs(ctx context.Context, js jetstream.JetStream, sessionID, own
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	if _, err := bus.PublishMsg(ctx, js, msg); err != nil {
 		return fmt.Errorf("send %s to sidecar %s: %w", typ, sessionID, err)
 	}
 	return nil

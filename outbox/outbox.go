@@ -1,0 +1,220 @@
+// Package outbox forwards the events that aggregates write to their
+// transactional outbox onto JetStream. It knows the outbox only through
+// Source and JetStream only through a bus.Publisher, as watermill's
+// forwarder does.
+//
+// Events take two ways out. The worker that committed them forwards them at
+// once (Forward), and the Forwarder's sweep (Run) publishes whatever is
+// still in the outbox: the events of a writer that died between its commit
+// and its publish, or whose publish failed. Each event carries its id as
+// Nats-Msg-Id, so an event published both ways is stored once.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
+)
+
+// Message is one committed event waiting in the outbox.
+type Message struct {
+	// ID is the event id; it becomes the Nats-Msg-Id.
+	ID uuid.UUID
+	// Subject is agents.evt.<aggregate>.<aggregateId>.<event>.
+	Subject string
+	// Type is the event's snake_case name, sent as the Agents-Type header.
+	Type string
+	// Payload is the JSON envelope published as the message body.
+	Payload []byte
+}
+
+// Source is the outbox as the forwarder needs it.
+type Source interface {
+	// TryLead makes this copy the one that sweeps, if no other copy is; ok
+	// reports whether it is.
+	TryLead(ctx context.Context) (lease Lease, ok bool, err error)
+	// Committed returns up to limit committed messages. For each
+	// aggregate they are in commit order, and a message is returned only
+	// with every earlier message of its aggregate still in the outbox.
+	Committed(ctx context.Context, limit int) ([]Message, error)
+	// Forget removes published messages.
+	Forget(ctx context.Context, ids []uuid.UUID) error
+}
+
+// Lease is held by the one copy that sweeps.
+type Lease interface {
+	// Wait returns when a writer announced a commit, or when ctx ends.
+	Wait(ctx context.Context) error
+	// Release gives the lease up.
+	Release()
+}
+
+// Forwarder publishes outbox messages and forgets them once stored.
+type Forwarder struct {
+	// Source is the outbox. Required.
+	Source Source
+	// Publisher publishes each round in order: a run of messages goes out
+	// as one atomic batch, stored with one fsync. Required.
+	Publisher *bus.Publisher
+	// BatchSize is how many messages one sweep round reads and publishes
+	// at most (default 1000, one atomic batch of the default Publisher).
+	BatchSize int
+	// PollInterval is how often the outbox is swept when no writer
+	// announces a commit (default 1s).
+	PollInterval time.Duration
+	// Log receives progress and errors (default slog.Default()).
+	Log *slog.Logger
+}
+
+// New returns a Forwarder of source that publishes through js with a
+// bus.Publisher of default settings.
+func New(source Source, js jetstream.JetStream) (*Forwarder, error) {
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return &Forwarder{Source: source, Publisher: pub}, nil
+}
+
+func (f *Forwarder) batchSize() int {
+	if f.BatchSize <= 0 {
+		return 1000
+	}
+	return f.BatchSize
+}
+
+func (f *Forwarder) pollInterval() time.Duration {
+	if f.PollInterval <= 0 {
+		return time.Second
+	}
+	return f.PollInterval
+}
+
+func (f *Forwarder) log() *slog.Logger {
+	if f.Log == nil {
+		return slog.Default().With("component", "outbox")
+	}
+	return f.Log
+}
+
+// Forward publishes msgs, committed by the caller, in order, and forgets
+// them once JetStream stored every one. On an error they stay in the outbox
+// for the sweep.
+func (f *Forwarder) Forward(ctx context.Context, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := f.Publisher.PublishMsgs(ctx, natsMsgs(msgs)); err != nil {
+		return fmt.Errorf("outbox: forward: %w", err)
+	}
+	return f.forget(ctx, msgs)
+}
+
+// Sweep publishes one round of committed messages and forgets them once
+// JetStream stored every one. It returns how many it published.
+func (f *Forwarder) Sweep(ctx context.Context) (int, error) {
+	msgs, err := f.Source.Committed(ctx, f.batchSize())
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	// On a failure nothing is forgotten and the whole round is published
+	// again, which the Nats-Msg-Id makes harmless.
+	if err := f.Publisher.PublishMsgs(ctx, natsMsgs(msgs)); err != nil {
+		return 0, fmt.Errorf("outbox: publish: %w", err)
+	}
+	if err := f.forget(ctx, msgs); err != nil {
+		return 0, err
+	}
+	return len(msgs), nil
+}
+
+func (f *Forwarder) forget(ctx context.Context, msgs []Message) error {
+	ids := make([]uuid.UUID, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	if err := f.Source.Forget(ctx, ids); err != nil {
+		return fmt.Errorf("outbox: forget: %w", err)
+	}
+	return nil
+}
+
+// Run sweeps until ctx ends. Several copies may run: one holds the lease
+// and sweeps, the others wait to take over. The one sweeping copy publishes
+// the next round only once the previous one is stored, which keeps each
+// aggregate's events in commit order. Errors are logged and retried.
+func (f *Forwarder) Run(ctx context.Context) error {
+	log := f.log()
+	for ctx.Err() == nil {
+		err := f.lead(ctx, log)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("outbox forwarder restarting", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.pollInterval()):
+		}
+	}
+	return nil
+}
+
+// lead waits to hold the lease, then sweeps until an error.
+func (f *Forwarder) lead(ctx context.Context, log *slog.Logger) error {
+	var lease Lease
+	for {
+		l, ok, err := f.Source.TryLead(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			lease = l
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(f.pollInterval()):
+		}
+	}
+	defer lease.Release()
+	log.Info("outbox forwarder leading")
+	for {
+		for {
+			n, err := f.Sweep(ctx)
+			if err != nil {
+				return err
+			}
+			if n < f.batchSize() {
+				break
+			}
+		}
+		wait, cancel := context.WithTimeout(ctx, f.pollInterval())
+		err := lease.Wait(wait)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+func natsMsgs(msgs []Message) []*nats.Msg {
+	out := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
+		out[i] = &nats.Msg{Subject: m.Subject, Data: m.Payload, Header: nats.Header{
+			jetstream.MsgIDHeader: []string{m.ID.String()},
+			"Agents-Type":         []string{m.Type},
+		}}
+	}
+	return out
+}
