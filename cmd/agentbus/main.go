@@ -44,7 +44,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		slog.Error("agentbus "+os.Args[1]+" failed", "error", err)
+		slog.Error("agentbus "+os.Args[1]+" failed", "component", os.Args[1], "error", err)
 		os.Exit(1)
 	}
 }
