@@ -27,6 +27,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/health"
@@ -59,6 +60,9 @@ type Deps struct {
 	Commands CommandSender
 	// Queries answers the read endpoints; nil answers 503 on them.
 	Queries *queries.Store
+	// Metrics receives the API's request durations and live stream count;
+	// nil measures nothing.
+	Metrics prometheus.Registerer
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -72,6 +76,8 @@ type Server struct {
 
 	// QueueLimiter limits, per session, how fast messages are enqueued.
 	QueueLimiter *SessionLimiter
+
+	metrics *metrics
 }
 
 // New builds the API: the operations on a net/http ServeMux, the OpenAPI
@@ -97,6 +103,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		QueueLimiter: NewSessionLimiter(cfg.QueueRate, cfg.QueueBurst),
 	}
 	s.api = humago.New(s.mux, s.humaConfig())
+	if s.metrics = newMetrics(deps.Metrics); s.metrics != nil {
+		s.api.UseMiddleware(s.metrics.observe)
+	}
 	s.api.UseMiddleware(s.authenticate, s.checkText, s.idempotency)
 	s.addRoutes(s.api)
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +49,19 @@ func runUp(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
 	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
+	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
+	skip := map[string]bool{}
+	for _, name := range strings.Split(*without, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := workers[name]; !ok {
+			return fmt.Errorf("up: --without-workers: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
+		}
+		skip[name] = true
+	}
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
 	if err != nil {
@@ -77,7 +89,11 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	defer apiServer.Close()
 	// No write timeout: live streams stay open; each SSE write has its own deadline.
-	srv := &http.Server{Addr: cfg.httpAddr, Handler: apiServer, ReadHeaderTimeout: 10 * time.Second}
+	reg, err := in.Metrics()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: cfg.httpAddr, Handler: withMetrics(apiServer, reg), ReadHeaderTimeout: 10 * time.Second}
 	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
@@ -88,6 +104,9 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	// Every worker runs here, as `agentbus worker <name>` would run it alone.
 	for _, name := range workerNames() {
+		if skip[name] {
+			continue
+		}
 		w := workers[name]
 		components = append(components, component{"worker " + name, func(ctx context.Context) error { return w.run(ctx, in) }})
 	}
