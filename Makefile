@@ -16,12 +16,14 @@ CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 .PHONY: deps claude build run test fuzz bench tools clean
 
 ## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough,
+## headless Chromium for the /docs test,
 ## and the Claude Code CLI when the claude engine is chosen (AGENTBUS_ENGINE=claude)
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

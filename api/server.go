@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbus/agentbus/api/docsui"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
@@ -114,6 +115,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		checks = &health.Checks{}
 	}
 	checks.Register(s.mux)
+	docsui.Register(s.mux, "/docs", "/openapi.json", s.cfg.Title+" Reference")
 	return s, nil
 }
 
@@ -124,6 +126,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) humaConfig() huma.Config {
 	config := huma.DefaultConfig(s.cfg.Title, s.cfg.Version)
 	config.CreateHooks = nil
+	// /docs is docsui's page, whose renderer is embedded rather than
+	// loaded from a CDN.
+	config.DocsPath = ""
 	config.Info.Description = "The control plane for AI agent sessions: start, steer, pause and review agent sessions, " +
 		"and follow them live. People authenticate with a bearer JWT; agents with their session's API key."
 	config.Components.SecuritySchemes = securitySchemes()
