@@ -4,16 +4,20 @@
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO      ?= go
 BIN     := bin/agentbus
-NATSCLI := github.com/nats-io/natscli@v0.4.0
+NATSCLI_VERSION := v0.4.0
+NATSCLI := github.com/nats-io/natscli@$(NATSCLI_VERSION)
 # The Claude Code CLI the claude engine drives (sidecar/engine/claude.Version),
-# installed project-locally by `make deps`.
+# installed project-locally by `make claude` (and by `make deps` when the
+# claude engine is chosen).
 CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: deps build run test fuzz bench chaos tools ui clean
+.PHONY: deps claude build run test fuzz bench chaos tools ui clean
 
-## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough, Chromium for the dashboard's browser tests, and the Claude Code CLI
+## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough,
+## socat and headless Chromium for the tests (the local socket, the dashboard and /docs),
+## and the Claude Code CLI when the claude engine is chosen (AGENTBUS_ENGINE=claude)
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -31,6 +35,10 @@ deps:
 	  fi; \
 	fi
 	@$(GO) version >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/"; exit 1; }
+	@if [ "$$AGENTBUS_ENGINE" = claude ]; then $(MAKE) --no-print-directory claude; fi
+
+## claude: install the pinned Claude Code CLI into .tools/node (the claude engine and its tests use it)
+claude:
 	@if [ "$$($(CLAUDE_BIN) --version 2>/dev/null | cut -d' ' -f1)" != "$(CLAUDE_CODE_VERSION)" ]; then \
 	  mkdir -p $(TOOLS_NODE); \
 	  if ! command -v npm >/dev/null 2>&1; then \
@@ -56,7 +64,7 @@ run: deps build
 	./$(BIN) up
 
 ## test: vet and run every test with the race detector
-test: deps
+test: deps claude
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
@@ -109,7 +117,8 @@ ui:
 tools:
 	@mkdir -p bin
 	$(GO) mod download -json $(NATSCLI) >/dev/null
-	cd $$($(GO) env GOMODCACHE)/github.com/nats-io/natscli@v0.4.0 && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/nats ./nats
+	cd $$($(GO) env GOMODCACHE)/$(NATSCLI) && GOFLAGS=-mod=mod $(GO) build \
+	  -ldflags "-X main.version=$(NATSCLI_VERSION)" -o $(CURDIR)/bin/nats ./nats
 	@echo "bin/nats built: bin/nats --server 127.0.0.1:4222 stream ls"
 
 clean:

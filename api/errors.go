@@ -169,7 +169,7 @@ func newProblem(status int, msg string, errs ...error) huma.StatusError {
 		// Never show internals: the log has them.
 		for _, err := range errs {
 			if err != nil {
-				slog.Error("api: internal error", "status", status, "msg", msg, "err", err)
+				slog.Error("api: internal error", "component", "api", "status", status, "msg", msg, "err", err)
 			}
 		}
 		return newProblemOf(status, KindInternal, msgFor(status, msg))

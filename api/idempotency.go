@@ -182,7 +182,7 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 			if err := s.deps.Idempotency.Abandon(bg, k); err != nil {
 				// The key stays held until its lock runs out, and a
 				// repeat takes it over then.
-				slog.Warn("api: idempotency key not released", "path", k.Path, "err", err)
+				slog.Warn("api: idempotency key not released", "component", "api", "path", k.Path, "err", err)
 			}
 		}
 	}()
@@ -225,7 +225,7 @@ func (s *Server) renewWhileRunning(ctx context.Context, k IdempotencyScope) (sto
 				return
 			case <-tick.C:
 				if err := s.deps.Idempotency.Renew(ctx, k); err != nil && ctx.Err() == nil {
-					slog.Warn("api: idempotency key not renewed", "path", k.Path, "err", err)
+					slog.Warn("api: idempotency key not renewed", "component", "api", "path", k.Path, "err", err)
 				}
 			}
 		}

@@ -27,7 +27,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbus/agentbus/api/docsui"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/queries"
@@ -59,6 +61,9 @@ type Deps struct {
 	Commands CommandSender
 	// Queries answers the read endpoints; nil answers 503 on them.
 	Queries *queries.Store
+	// Metrics receives the API's request durations and live stream count;
+	// nil measures nothing.
+	Metrics prometheus.Registerer
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -72,6 +77,8 @@ type Server struct {
 
 	// QueueLimiter limits, per session, how fast messages are enqueued.
 	QueueLimiter *SessionLimiter
+
+	metrics *metrics
 }
 
 // New builds the API: the operations on a net/http ServeMux, the OpenAPI
@@ -97,6 +104,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		QueueLimiter: NewSessionLimiter(cfg.QueueRate, cfg.QueueBurst),
 	}
 	s.api = humago.New(s.mux, s.humaConfig())
+	if s.metrics = newMetrics(deps.Metrics); s.metrics != nil {
+		s.api.UseMiddleware(s.metrics.observe)
+	}
 	s.api.UseMiddleware(s.authenticate, s.checkText, s.idempotency)
 	s.addRoutes(s.api)
 
@@ -105,6 +115,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		checks = &health.Checks{}
 	}
 	checks.Register(s.mux)
+	docsui.Register(s.mux, "/docs", "/openapi.json", s.cfg.Title+" Reference")
 	return s, nil
 }
 
@@ -115,6 +126,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) humaConfig() huma.Config {
 	config := huma.DefaultConfig(s.cfg.Title, s.cfg.Version)
 	config.CreateHooks = nil
+	// /docs is docsui's page, whose renderer is embedded rather than
+	// loaded from a CDN.
+	config.DocsPath = ""
 	config.Info.Description = "The control plane for AI agent sessions: start, steer, pause and review agent sessions, " +
 		"and follow them live. People authenticate with a bearer JWT; agents with their session's API key."
 	config.Components.SecuritySchemes = securitySchemes()

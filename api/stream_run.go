@@ -48,6 +48,7 @@ type streamItem struct {
 // with the last position the client received and ends. The client resumes
 // from there with Last-Event-ID, so it misses nothing.
 func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender) {
+	defer s.metrics.streamOpened()()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"testing"
 	"testing/fstest"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/bustest"
 )
 
 func TestSubjectMatches(t *testing.T) {
@@ -53,7 +55,7 @@ func TestDefaultDefinitions(t *testing.T) {
 		{bus.EventSubject("session", "0b5e", "session_paused"), bus.StreamEvents},
 		{bus.SidecarEventSubject("0b5e", "pause_ack"), bus.StreamSidecarEvents},
 		{bus.SidecarCommandSubject("0b5e", "pause"), bus.StreamSidecarCommands},
-		{bus.DLQSubject("projections"), bus.StreamDLQ},
+		{bus.DLQSubject("pool"), bus.StreamDLQ},
 		{"elsewhere.x", ""},
 	}
 	for _, tt := range tests {
@@ -62,8 +64,8 @@ func TestDefaultDefinitions(t *testing.T) {
 
 	for stream, consumers := range map[string][]string{
 		bus.StreamCommands:        {"commands"},
-		bus.StreamEvents:          {"projections", "reactions"},
-		bus.StreamSidecarEvents:   {"acl"},
+		bus.StreamEvents:          {"pool", "runtime", "sidecar-dispatch"},
+		bus.StreamSidecarEvents:   {"acl", "transcript", "autocontinue-results"},
 		bus.StreamSidecarCommands: {"relay-outbound"},
 	} {
 		for _, name := range consumers {
@@ -102,4 +104,19 @@ func TestLoadDefinitionsRejects(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+func TestRunRefusesADefinitionWithOtherFilters(t *testing.T) {
+	t.Parallel()
+	_, js, _ := bustest.Server(t)
+	defs, err := bus.DefaultDefinitions()
+	require.NoError(t, err)
+	handler := func(context.Context, jetstream.Msg) error { return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+
+	err = bus.Run(ctx, js, bus.RunnerConfig{Stream: bus.StreamEvents, Consumer: "runtime", Handler: handler,
+		Definitions: defs, FilterSubjects: []string{"agents.evt.session.*.session_allocated"}})
+	require.Error(t, err, "the file selects more subjects than the runner handles")
+	assert.Contains(t, err.Error(), "runtime")
 }

@@ -18,7 +18,8 @@ type ProvisionOptions struct {
 	// Definitions is where the stream and consumer files are read from;
 	// nil means the files embedded from the nats/ folder.
 	Definitions fs.FS
-	// Logger receives one line per stream and consumer; nil means slog.Default().
+	// Logger receives one line per stream and consumer; nil means
+	// slog.Default() with component=provision.
 	Logger *slog.Logger
 }
 
@@ -34,7 +35,7 @@ func Provision(ctx context.Context, js jetstream.JetStream) error {
 func ProvisionWith(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.Default().With("component", "provision")
 	}
 	var (
 		defs *Definitions

@@ -73,7 +73,7 @@ func TestProvisionUpdatesChangedDefinition(t *testing.T) {
 		m["max_age"] = int64(7 * 24 * time.Hour)
 		m["description"] = "changed"
 	})
-	edit(t, changed, "consumers/AGENTS_EVENTS/projections.json", func(m map[string]any) {
+	edit(t, changed, "consumers/AGENTS_EVENTS/pool.json", func(m map[string]any) {
 		m["max_ack_pending"] = 64
 	})
 	changed["consumers/AGENTS_EVENTS/audit.json"] = &fstest.MapFile{Data: []byte(
@@ -88,10 +88,10 @@ func TestProvisionUpdatesChangedDefinition(t *testing.T) {
 	assert.Equal(t, "changed", s.CachedInfo().Config.Description)
 	assert.Equal(t, createdBefore[bus.StreamEvents], s.CachedInfo().Created, "updated in place, not recreated")
 
-	c, err := js.Consumer(ctx, bus.StreamEvents, "projections")
+	c, err := js.Consumer(ctx, bus.StreamEvents, "pool")
 	require.NoError(t, err)
 	assert.Equal(t, 64, c.CachedInfo().Config.MaxAckPending)
-	assert.Equal(t, createdBefore[bus.StreamEvents+"/projections"], c.CachedInfo().Created)
+	assert.Equal(t, createdBefore[bus.StreamEvents+"/pool"], c.CachedInfo().Created)
 
 	_, err = js.Consumer(ctx, bus.StreamEvents, "audit")
 	assert.NoError(t, err, "a new definition is created")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,9 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		cfg:    cfg,
 		def:    cfg.Definitions.Consumer(cfg.Stream, cfg.Consumer),
 		logger: cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Consumer),
+	}
+	if err := r.checkDefinition(); err != nil {
+		return err
 	}
 
 	// Handlers outlive ctx so that in-flight messages finish, but no longer
@@ -252,6 +256,24 @@ func (r *runner) nakNow(m jetstream.Msg) {
 	if err := m.Nak(); err != nil {
 		r.logger.Debug("handing a message back", "subject", m.Subject(), "err", err)
 	}
+}
+
+// checkDefinition refuses a consumer file that selects other subjects than
+// the runner was written for: the file wins on the server, so a drift
+// would silently feed the handler the wrong messages.
+func (r *runner) checkDefinition() error {
+	if r.def == nil || len(r.cfg.FilterSubjects) == 0 {
+		return nil
+	}
+	defined := r.def.FilterSubjects
+	if r.def.FilterSubject != "" {
+		defined = append([]string{r.def.FilterSubject}, defined...)
+	}
+	want := slices.Sorted(slices.Values(r.cfg.FilterSubjects))
+	if got := slices.Sorted(slices.Values(defined)); !slices.Equal(got, want) {
+		return fmt.Errorf("bus: consumer %s/%s is defined with filters %v, its runner wants %v", r.cfg.Stream, r.cfg.Consumer, got, want)
+	}
+	return nil
 }
 
 // consumer looks up the durable consumer, creating it when missing: from its

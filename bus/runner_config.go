@@ -33,7 +33,7 @@ type RunnerConfig struct {
 	// Stream is the stream the consumer reads. Required.
 	Stream string
 	// Consumer is the durable consumer's name, derived from the handler's
-	// stable name (projections, reactions, acl). Required.
+	// stable name (acl, pool, delivery). Required.
 	//
 	// Renaming it creates a new consumer that consumes the stream again
 	// from its first message and leaves the old one behind (on a work queue
@@ -92,7 +92,8 @@ type RunnerConfig struct {
 	// when missing and otherwise used as it is (Provision updates it); an
 	// undefined one is created or updated from this config.
 	Definitions *Definitions
-	// Logger receives the runner's log; nil means slog.Default().
+	// Logger receives the runner's log; nil means slog.Default() with
+	// component=<Consumer>.
 	Logger *slog.Logger
 }
 
@@ -122,7 +123,7 @@ func (c *RunnerConfig) setDefaults() error {
 		c.ShutdownTimeout = 30 * time.Second
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.Default().With("component", c.Consumer)
 	}
 	if c.Definitions == nil {
 		defs, err := DefaultDefinitions()

@@ -86,6 +86,7 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Result, error) {
 		c.mu.Unlock()
 	}()
 
+	start := time.Now()
 	ack, err := c.publish(ctx, cmd, c.inbox+"."+cmd.ID.String())
 	if err != nil {
 		return Result{}, err
@@ -95,8 +96,14 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Result, error) {
 	}
 	select {
 	case r := <-ch:
+		outcome := "applied"
+		if r.Error != nil {
+			outcome = "refused"
+		}
+		Latency.WithLabelValues(cmd.Name, outcome).Observe(time.Since(start).Seconds())
 		return r, nil
 	case <-ctx.Done():
+		Latency.WithLabelValues(cmd.Name, "timeout").Observe(time.Since(start).Seconds())
 		return Result{}, fmt.Errorf("waiting for the result of %s %s: %w", cmd.Name, cmd.ID, ctx.Err())
 	}
 }

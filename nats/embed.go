@@ -4,7 +4,7 @@
 // nats CLI reads:
 //
 //	nats stream add --config nats/streams/AGENTS_EVENTS.json
-//	nats consumer add AGENTS_EVENTS --config nats/consumers/AGENTS_EVENTS/projections.json
+//	nats consumer add AGENTS_EVENTS --config nats/consumers/AGENTS_EVENTS/pool.json
 //
 // The same files are embedded here and provisioned by bus.Provision, so the
 // CLI and the binaries share one source of truth. The folder also holds the

@@ -50,6 +50,10 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 	if err != nil {
 		return nil, err
 	}
+	reg, err := in.Metrics()
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Config{JWTSecret: jwtSecret, Workspace: ws}, api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
@@ -59,6 +63,7 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 		Commands:      client,
 		Results:       commandsworker.Results{Pool: pool},
 		Queries:       store,
+		Metrics:       reg,
 	})
 	if err != nil {
 		_ = client.Close()
@@ -114,7 +119,11 @@ func runAPI(ctx context.Context, args []string) error {
 	}
 	defer srv.Close()
 
-	httpSrv := &http.Server{Addr: *httpAddr, Handler: withUI(srv), ReadHeaderTimeout: 10 * time.Second}
+	reg, err := in.Metrics()
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Addr: *httpAddr, Handler: withMetrics(withUI(srv), reg), ReadHeaderTimeout: 10 * time.Second}
 	slog.Info("api starting", "component", "api", "http", "http://"+*httpAddr, "nats", *natsURL)
 	if err := runComponents(ctx, []component{{"http", func(ctx context.Context) error { return serveHTTP(ctx, httpSrv) }}}); err != nil {
 		return fmt.Errorf("api: %w", err)

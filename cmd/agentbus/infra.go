@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/bus"
@@ -45,7 +46,8 @@ type infra struct {
 	// own (--pool-max); 0 is domain.DefaultMaxConcurrentSessions.
 	PoolMax int
 
-	stops []func()
+	stops   []func()
+	metrics *prometheus.Registry
 }
 
 // Close closes the connections and stops the private servers, newest first.

@@ -55,7 +55,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "agentbus: "+err.Error())
 			os.Exit(exit.ExitCode())
 		}
-		slog.Error("agentbus "+os.Args[1]+" failed", "error", err)
+		slog.Error("agentbus "+os.Args[1]+" failed", "component", os.Args[1], "error", err)
 		os.Exit(1)
 	}
 }

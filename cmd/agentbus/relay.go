@@ -62,7 +62,11 @@ func runRelay(ctx context.Context, args []string) error {
 		})
 		mux := http.NewServeMux()
 		checks.Register(mux)
-		srv := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		reg, err := in.Metrics()
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Addr: *httpAddr, Handler: withMetrics(mux, reg), ReadHeaderTimeout: 10 * time.Second}
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
 	slog.Info("relay starting", "component", "relay", "relay", r.Name(), "nats", *natsURL, "http", *httpAddr)

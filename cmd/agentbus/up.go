@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,8 +55,19 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
 	fs.StringVar(&cfg.socket, "socket", os.Getenv("AGENTBUS_SOCKET"), "the local NDJSON socket's file (default <data-dir>/"+socketFile+"); \"off\" serves none")
 	fs.StringVar(&cfg.socketUser, "socket-user", devUserID, "the user the local socket acts for")
+	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
+	skip := map[string]bool{}
+	for _, name := range strings.Split(*without, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := workers[name]; !ok {
+			return fmt.Errorf("up: --without-workers: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
+		}
+		skip[name] = true
+	}
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
 	if err != nil {
@@ -83,7 +95,11 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	defer apiServer.Close()
 	// No write timeout: live streams stay open; each SSE write has its own deadline.
-	srv := &http.Server{Addr: cfg.httpAddr, Handler: withUI(apiServer), ReadHeaderTimeout: 10 * time.Second}
+	reg, err := in.Metrics()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: cfg.httpAddr, Handler: withMetrics(withUI(apiServer), reg), ReadHeaderTimeout: 10 * time.Second}
 	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
@@ -107,6 +123,9 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	// Every worker runs here, as `agentbus worker <name>` would run it alone.
 	for _, name := range workerNames() {
+		if skip[name] {
+			continue
+		}
 		w := workers[name]
 		components = append(components, component{"worker " + name, func(ctx context.Context) error { return w.run(ctx, in) }})
 	}

@@ -221,7 +221,11 @@ func runWorker(ctx context.Context, args []string) error {
 	if *httpAddr != "" {
 		mux := http.NewServeMux()
 		in.Checks().Register(mux)
-		srv := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		reg, err := in.Metrics()
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Addr: *httpAddr, Handler: withMetrics(mux, reg), ReadHeaderTimeout: 10 * time.Second}
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
 	log.Info("worker starting", "http", *httpAddr)

@@ -262,6 +262,7 @@ func (l *Launcher) Start(ctx context.Context) error {
 		}
 		l.mu.Lock()
 		l.running[id] = p
+		Live.Inc()
 		l.mu.Unlock()
 		l.log.Info("sidecar adopted", "session_id", id, "pid", rec.PID)
 		l.wg.Add(1)

@@ -88,6 +88,8 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		return Handle{}, err
 	}
 	l.running[id] = p
+	Live.Inc()
+	Starts.WithLabelValues(strconv.FormatBool(len(rec.Crashes) > 0)).Inc()
 	go l.wait(p)
 	l.log.Info("sidecar started", "session_id", id, "pid", pid, "runtime_job_id", rec.RuntimeJobID)
 	return p.handle, nil
@@ -198,6 +200,7 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string) {
 	l.mu.Lock()
 	if l.running[id] == p {
 		delete(l.running, id)
+		Live.Dec()
 	}
 	stopping, closed := p.stopping, l.closed
 	l.mu.Unlock()
