@@ -50,9 +50,7 @@ func freePort(t *testing.T) int {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	for user, env := range componentUsers {
-		t.Setenv("NATS_PASSWORD_"+env, password(user))
-	}
+	setPasswords(t)
 	c := &cluster{t: t}
 	var routes []string
 	for i := 1; i <= 3; i++ {

@@ -133,7 +133,7 @@ func TestConsumers(t *testing.T) {
 }
 
 func TestServerConfigs(t *testing.T) {
-	t.Parallel()
+	setPasswords(t) // the configs include users.conf, whose passwords come from the environment
 	opts, err := server.ProcessConfigFile("server.conf")
 	require.NoError(t, err)
 	assert.True(t, opts.JetStream)

@@ -29,13 +29,20 @@ var componentUsers = map[string]string{
 
 func password(user string) string { return "secret-" + strings.ToLower(componentUsers[user]) }
 
-// startWithUsers runs nats-server from server.conf (and so users.conf) on a
-// free port with its store in a temporary directory.
-func startWithUsers(t *testing.T) *server.Server {
+// setPasswords gives every user of users.conf its password, as the
+// server reads them from its environment.
+func setPasswords(t *testing.T) {
 	t.Helper()
 	for user, env := range componentUsers {
 		t.Setenv("NATS_PASSWORD_"+env, password(user))
 	}
+}
+
+// startWithUsers runs nats-server from server.conf (and so users.conf) on a
+// free port with its store in a temporary directory.
+func startWithUsers(t *testing.T) *server.Server {
+	t.Helper()
+	setPasswords(t)
 	opts, err := server.ProcessConfigFile("server.conf")
 	require.NoError(t, err)
 	opts.Port, opts.HTTPPort = -1, 0
