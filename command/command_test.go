@@ -45,6 +45,7 @@ var payloads = map[string]any{
 	"SkillConsolidation":     command.SkillConsolidation{},
 	"StartSessionResult":     command.StartSessionResult{},
 	"AckData":                command.AckData{},
+	"CancelData":             command.CancelData{},
 	"ReasonData":             command.ReasonData{},
 	"RetryData":              command.RetryData{},
 	"AnswerData":             command.AnswerData{},
