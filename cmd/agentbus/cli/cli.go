@@ -115,7 +115,10 @@ func (e *env) flags(usage, summary string) *flag.FlagSet {
 	fs := flag.NewFlagSet(usage, flag.ContinueOnError)
 	fs.SetOutput(e.err)
 	fs.StringVar(&e.api, "api", envOr("AGENTBUS_API", DefaultAPI), "the API's base URL ($AGENTBUS_API)")
-	fs.StringVar(&e.token, "token", os.Getenv("AGENTBUS_TOKEN"), "the bearer token ($AGENTBUS_TOKEN)")
+	// The token from the environment is set after the flag is declared, so
+	// that the help never prints it as the flag's default.
+	fs.StringVar(&e.token, "token", "", "the bearer token ($AGENTBUS_TOKEN)")
+	e.token = os.Getenv("AGENTBUS_TOKEN")
 	fs.BoolVar(&e.json, "json", false, "print the API's JSON instead of a table")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: agentbus %s [--api URL] [--token TOKEN] [--json]\n\n%s\n\nflags:\n", usage, summary)
