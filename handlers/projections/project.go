@@ -154,7 +154,8 @@ func toolUse(ev event, d protocol.AssistantMessage) ([]write, error) {
 }
 
 // toolResult attaches a result to its call, once, and ends the subagents
-// the call spawned. A result whose call was never seen attaches to nothing.
+// the call spawned. A result whose call is not recorded yet waits for it;
+// one whose call never comes attaches to nothing.
 func toolResult(ev event, d protocol.ToolResult) ([]write, error) {
 	if d.ToolUseID == "" {
 		return nil, fmt.Errorf("%w: tool_result without tool_use_id", errUnreadable)

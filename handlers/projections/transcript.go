@@ -5,7 +5,11 @@
 //
 // Every row is keyed by the stream sequence of the raw event it came from
 // (or an id derived from it), so a redelivered event changes nothing and
-// replaying the stream from its start rebuilds the same rows.
+// replaying the stream from its start rebuilds the same rows. The rows
+// do not depend on the order a session's events are projected in either:
+// a worker killed with events in flight has them redelivered after its
+// successor went on, and a result projected before its call, or a
+// subagent before the call that spawned it, still ends as in stream order.
 package projections
 
 import (
@@ -44,8 +48,9 @@ func NewTranscript(pool *pgxpool.Pool) *Transcript {
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are projected one at a time, in order (a tool result finds its call);
-// sessions run concurrently.
+// are projected one at a time, in order as far as the bus keeps it, so
+// that the transcript reads in order while it grows; sessions run
+// concurrently.
 func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:      bus.StreamSidecarEvents,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -319,7 +321,7 @@ func TestReplayingTheRawEventsRebuildsTheSameTranscript(t *testing.T) {
 		require.NotEmpty(t, before[tb.name], tb.name)
 	}
 
-	for _, table := range []string{"agent_messages", "tool_calls", "subagent_sessions"} {
+	for _, table := range []string{"agent_messages", "tool_calls", "tool_results", "subagent_sessions"} {
 		_, err := s.pool.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE session_id = $1", table), id)
 		require.NoError(t, err)
 	}
@@ -352,4 +354,42 @@ func TestRedeliveredRawEventsWriteOnce(t *testing.T) {
 	assert.Equal(t, 4, s.count(t, "tool_calls", id))
 	assert.Equal(t, 1, s.count(t, "subagent_sessions", id))
 	assert.Equal(t, 9, s.count(t, "session_log_chunks", id))
+}
+
+// TestProjectingOutOfOrderGivesTheSameTranscript projects a session's raw
+// events in other orders than the stream's, as a worker killed with events
+// in flight makes happen (they come back after its successor went on): a
+// result before its call, a subagent before the Task call that spawned it,
+// the session's end before both. Each order ends in the rows stream order
+// gives.
+func TestProjectingOutOfOrderGivesTheSameTranscript(t *testing.T) {
+	s := start(t, false)
+	id := uuid.New()
+	n := s.session(t, id)
+	ctx := context.Background()
+	w := projections.NewTranscript(s.pool)
+	var msgs []jetstream.Msg
+	s.replay(t, id, n, func(m jetstream.Msg) { msgs = append(msgs, m) })
+	project := func(order []jetstream.Msg) map[string][][]any {
+		for _, table := range []string{"agent_messages", "tool_calls", "tool_results", "subagent_sessions", "session_log_chunks"} {
+			_, err := s.pool.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE session_id = $1", table), id)
+			require.NoError(t, err)
+		}
+		for _, m := range order {
+			require.NoError(t, w.Handle(ctx, m))
+		}
+		return s.snapshot(t, id)
+	}
+	inOrder := project(msgs)
+	require.Len(t, inOrder["tool_calls"], 4)
+	require.Len(t, inOrder["subagent_sessions"], 1)
+
+	reversed := slices.Clone(msgs)
+	slices.Reverse(reversed)
+	assert.Equal(t, inOrder, project(reversed), "projected last to first")
+	for seed := range uint64(8) {
+		shuffled := slices.Clone(msgs)
+		rand.New(rand.NewPCG(seed, 1)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		assert.Equal(t, inOrder, project(shuffled), "projected in the order of seed %d", seed)
+	}
 }

@@ -263,6 +263,7 @@ func explainedStatus(events []domainEvent) (status domain.SessionStatus, unknown
 var projectedTables = []struct{ name, where, order string }{
 	{"agent_messages", "", "source_seq"},
 	{"tool_calls", "", "source_seq"},
+	{"tool_results", "", "source_seq"},
 	{"subagent_sessions", "", "source_seq"},
 	{"session_log_chunks", "AND kind = 'output'", "recorded_at, source_seq"},
 }
