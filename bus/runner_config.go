@@ -47,7 +47,8 @@ type RunnerConfig struct {
 	// OrderKey, when set, makes messages with the same key run one at a time
 	// in stream order (BySubject keeps each subject in order), while
 	// different keys run concurrently. A failed message is redelivered after
-	// its backoff, so later messages of its key may be handled before it.
+	// its backoff, so later messages of its key may be handled before it,
+	// unless RetryInOrder is set.
 	// Across processes, order holds when the consumer has a pinned priority
 	// group: one process at a time receives messages, and another takes
 	// over once it stops pulling. A consumer created from this config has
@@ -55,6 +56,13 @@ type RunnerConfig struct {
 	// its file (priority_groups, priority_policy "pinned_client",
 	// priority_timeout).
 	OrderKey func(jetstream.Msg) string
+	// RetryInOrder, with an OrderKey, retries a failed message in its lane
+	// after its backoff, holding back the messages behind it, instead of
+	// handing it back and going on: a key's messages are then handled in
+	// stream order even when the handler fails (a database restart), at
+	// the cost of the lane's other keys waiting too. Only a message that
+	// exhausts its attempts is dead-lettered and passed.
+	RetryInOrder bool
 	// BatchSize is how many messages are fetched ahead of the handlers.
 	// A fetched message's ack wait runs while it waits, so keep BatchSize /
 	// Concurrency × handler time below the ack wait. Default max(16, 2×Concurrency).

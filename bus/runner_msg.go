@@ -54,18 +54,52 @@ func (r *runner) handle(base context.Context, m jetstream.Msg) {
 	}
 
 	err = r.runHandler(base, m, md, p)
+	attempt := md.NumDelivered
+	if r.cfg.RetryInOrder && r.cfg.OrderKey != nil {
+		// The lane waits for the message: the messages of its key behind
+		// it must not overtake it.
+		for ; err != nil && !IsPermanent(err) && int(attempt) < p.attempts; attempt++ {
+			delay := p.delay(attempt)
+			log.Warn("handler failed, retrying in order", "err", err, "retry_in", delay)
+			if !r.holdInProgress(base, m, p.ackDeadline(md.NumDelivered), delay) {
+				break
+			}
+			err = r.runHandler(base, m, md, p)
+		}
+	}
 	switch {
 	case err == nil:
 		if err := m.Ack(); err != nil {
 			log.Warn("ack failed; the message will be redelivered", "err", err)
 		}
-	case IsPermanent(err) || int(md.NumDelivered) >= p.attempts:
+	case IsPermanent(err) || int(attempt) >= p.attempts:
 		r.deadLetter(m, md, p, err, log)
 	default:
 		delay := p.delay(md.NumDelivered)
 		log.Warn("handler failed, redelivering", "err", err, "retry_in", delay)
 		if err := m.NakWithDelay(delay); err != nil {
 			log.Warn("nak failed; the message will be redelivered after its ack wait", "err", err)
+		}
+	}
+}
+
+// holdInProgress waits d while telling the server the message is still
+// being worked on; false when base ended first.
+func (r *runner) holdInProgress(base context.Context, m jetstream.Msg, ackDeadline, d time.Duration) bool {
+	wait := time.NewTimer(d)
+	defer wait.Stop()
+	tick := time.NewTicker(max(ackDeadline/3, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-base.Done():
+			return false
+		case <-wait.C:
+			return true
+		case <-tick.C:
+			if err := m.InProgress(); err != nil {
+				r.logger.Debug("progress report failed", "subject", m.Subject(), "err", err)
+			}
 		}
 	}
 }

@@ -283,3 +283,45 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRetriesInOrder fails the first attempt of every fifth message: with
+// RetryInOrder the lane retries it before anything behind it, so each
+// subject's messages still succeed in publish order, each once.
+func TestRunRetriesInOrder(t *testing.T) {
+	t.Parallel()
+	_, js, _ := bustest.Server(t)
+	var (
+		mu       sync.Mutex
+		versions = map[string][]int64{}
+		total    atomic.Int64
+	)
+	attempts := newCounter()
+	cfg := runnerConfig(t, "retry-in-order", func(_ context.Context, m jetstream.Msg) error {
+		env, err := bus.DecodeEnvelope(m.Data())
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		if env.Version%5 == 0 && attempts.add(m) == 1 {
+			return errors.New("database restarting")
+		}
+		mu.Lock()
+		versions[m.Subject()] = append(versions[m.Subject()], env.Version)
+		mu.Unlock()
+		total.Add(1)
+		return nil
+	})
+	cfg.Concurrency, cfg.OrderKey, cfg.RetryInOrder = 4, bus.BySubject, true
+	start(t, js, cfg)
+	publishEvents(t, js, "retry-order", 150, 3)
+
+	require.Eventually(t, func() bool { return total.Load() == 150 }, waitFor, 10*time.Millisecond)
+	require.Eventually(t, settled(t, js, bus.StreamEvents, "retry-in-order"), waitFor, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, versions, 3)
+	for subject, vs := range versions {
+		assert.Len(t, vs, 50, subject)
+		assert.True(t, slices.IsSorted(vs), "%s handled in publish order despite the failures: %v", subject, vs)
+	}
+	assert.Zero(t, streamMsgs(t, js, bus.StreamDLQ))
+}

@@ -58,6 +58,9 @@ func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
 		Handler:     w.Handle,
 		Concurrency: 4,
 		OrderKey:    sessionOf,
+		// A database restart must not let a session's later events be
+		// projected before the one that failed.
+		RetryInOrder: true,
 	})
 }
 
