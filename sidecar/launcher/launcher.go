@@ -9,6 +9,8 @@
 // without ending its session (a crash, kill -9, a signal) keeps its record,
 // marked exited, so that its runtime starts it again; one that crashes too
 // often has its session ended for it (status error, InfrastructureError).
+// A launcher killed takes its sidecars with it (they suspend on the SIGTERM
+// the kernel sends them); their exits do not count as crashes.
 // Close stops every sidecar and keeps their records: the launcher's next
 // run starts them again, and they resume their agents. A launcher that
 // restarts after being killed re-adopts the sidecars still running.
@@ -257,7 +259,7 @@ func (l *Launcher) Start(ctx context.Context) error {
 		}
 		if !alive(rec.PID, rec.ProcStart) {
 			l.log.Warn("sidecar gone while the launcher was down", "session_id", id, "pid", rec.PID)
-			l.exited(p, -1, "the sidecar process was gone when the launcher restarted")
+			l.exited(p, -1, "the sidecar process was gone when the launcher restarted", false)
 			continue
 		}
 		l.mu.Lock()

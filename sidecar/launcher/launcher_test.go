@@ -41,7 +41,49 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "launcher" {
+		if err := runLauncher(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	testenv.Main(m)
+}
+
+// runLauncher is a runtime in its own process, to be killed: it starts a
+// launcher named LAUNCHER_NAME, starts the session of LAUNCHER_SESSION
+// again unless its sidecar runs, and waits.
+func runLauncher() error {
+	var cfg protocol.Config
+	if err := json.Unmarshal([]byte(os.Getenv("LAUNCHER_SESSION")), &cfg); err != nil {
+		return err
+	}
+	ropts, err := redis.ParseURL(os.Getenv("REDIS_URL"))
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(ropts)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	l, err := launcher.New(launcher.Config{Mode: launcher.ModeProcess, Redis: rdb, RedisURL: os.Getenv("REDIS_URL"),
+		Binary: exe, ConfigDir: os.Getenv("LAUNCHER_DIR"), LogDir: os.Getenv("LAUNCHER_DIR"), Name: os.Getenv("LAUNCHER_NAME"),
+		PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := l.Start(ctx); err != nil {
+		return err
+	}
+	if _, running := l.PID(cfg.SessionID); !running {
+		if _, err := l.StartSession(ctx, cfg, "k"); err != nil {
+			return err
+		}
+	}
+	select {}
 }
 
 const wait = 30 * time.Second
@@ -249,6 +291,64 @@ func TestSidecarThatKeepsCrashingHasItsSessionEnded(t *testing.T) {
 	assert.Equal(t, protocol.FailureInfrastructureError, end.FailureReason)
 	assert.Contains(t, end.Error, "2 exits within")
 	require.Eventually(t, func() bool { return len(e.recorded()) == 0 }, wait, 20*time.Millisecond)
+}
+
+// TestKilledLauncherDoesNotCountAsItsSidecarsCrashing kills the process
+// running the launcher more often than MaxCrashes: each time the kernel
+// stops its sidecar (Pdeathsig), and the next run starts it again. The
+// session goes on; only exits the launcher saw count as crashes.
+func TestKilledLauncherDoesNotCountAsItsSidecarsCrashing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cfg := config(t, "long")
+	raw, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	key := "agentbus:launcher:" + e.name + ":sidecars"
+	sidecarPID := func() int {
+		var rec struct {
+			PID    int  `json:"pid"`
+			Exited bool `json:"exited"`
+		}
+		if json.Unmarshal([]byte(e.rdb.HGet(context.Background(), key, cfg.SessionID).Val()), &rec) != nil || rec.Exited {
+			return 0
+		}
+		return rec.PID
+	}
+	last := 0
+	for round := range 4 {
+		cmd := exec.Command(exe, "launcher")
+		cmd.Env = append(os.Environ(), "LAUNCHER_SESSION="+string(raw), "LAUNCHER_NAME="+e.name,
+			"LAUNCHER_DIR="+e.logs, "REDIS_URL="+e.redisURL)
+		out, err := os.Create(filepath.Join(e.logs, fmt.Sprintf("launcher-%d.log", round)))
+		require.NoError(t, err)
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start())
+		out.Close()
+		var pid int
+		if !assert.Eventually(t, func() bool { pid = sidecarPID(); return pid > 0 && pid != last }, wait, 20*time.Millisecond) {
+			log, _ := os.ReadFile(out.Name())
+			t.Fatalf("round %d: no new sidecar runs; launcher log:\n%s", round, log)
+		}
+		last = pid
+		e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, wait, 20*time.Millisecond,
+			"round %d: the sidecar ends with its launcher", round)
+		for _, ev := range e.events(cfg.SessionID) {
+			require.NotEqual(t, protocol.EventSessionEnd, ev.Type, "round %d: the session goes on", round)
+		}
+	}
+	l := e.launcher(launcher.ModeProcess, "")
+	exited, err := l.Exited(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{cfg.SessionID}, exited, "the session's sidecar is to be started again")
+	for _, ev := range e.events(cfg.SessionID) {
+		require.NotEqual(t, protocol.EventSessionEnd, ev.Type, "the session goes on")
+	}
+	assert.NotContains(t, e.rdb.HGet(context.Background(), key, cfg.SessionID).Val(), "crashes", "no crash is counted")
 }
 
 func TestCloseStopsEverySidecarAndKeepsThemToStartAgain(t *testing.T) {

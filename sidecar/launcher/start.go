@@ -168,7 +168,7 @@ func (l *Launcher) crashes(ctx context.Context, id string) []int64 {
 func (l *Launcher) wait(p *sidecarProc) {
 	_ = p.cmd.Wait()
 	st := p.cmd.ProcessState
-	l.exited(p, st.ExitCode(), st.String())
+	l.exited(p, st.ExitCode(), st.String(), true)
 }
 
 // poll checks an adopted sidecar until it is gone.
@@ -182,7 +182,7 @@ func (l *Launcher) poll(p *sidecarProc) {
 			return
 		case <-t.C:
 			if !alive(p.rec.PID, p.rec.ProcStart) {
-				l.exited(p, -1, "the adopted sidecar process is gone")
+				l.exited(p, -1, "the adopted sidecar process is gone", false)
 				return
 			}
 		}
@@ -193,8 +193,12 @@ func (l *Launcher) poll(p *sidecarProc) {
 // that Stop ended, leaves no record. One that exited without ending its
 // session is marked exited for the runtime to start again, unless it
 // crashed MaxCrashes times within CrashWindow: then its session is ended
-// for it.
-func (l *Launcher) exited(p *sidecarProc, exitCode int, how string) {
+// for it. Only the exit of a child, seen by this launcher, counts as a
+// crash (observed): a sidecar an earlier run of the launcher started ends
+// when that run dies (the kernel sends it SIGTERM, and it suspends), so
+// its exit says nothing about the session, and a launcher restarted
+// again and again must not end every session it runs.
+func (l *Launcher) exited(p *sidecarProc, exitCode int, how string, observed bool) {
 	defer close(p.gone)
 	id := p.handle.SessionID
 	l.mu.Lock()
@@ -225,6 +229,8 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string) {
 		return
 	case closed:
 		l.log.Info("sidecar stopped with the launcher", "session_id", id, "exit_code", exitCode)
+	case !observed:
+		l.log.Warn("sidecar of an earlier run of the launcher exited; it will be started again", "session_id", id, "how", how)
 	default:
 		now := time.Now()
 		rec.Crashes = recent(append(rec.Crashes, now.UnixMilli()), now.Add(-l.cfg.CrashWindow).UnixMilli())
