@@ -166,6 +166,21 @@ func TestSessionTwoPhaseLifecycle(t *testing.T) {
 	require.ErrorIs(t, s.ConfirmCancelled(stop, t0), domain.ErrUnexpectedAck, "a duplicate ack is refused")
 }
 
+// TestCancellingSessionWhoseSidecarDiesFails: the sidecar that was to
+// acknowledge the stop died (it crashed too often and its runtime ended
+// the session for it): its failure ends the session, which must not wait
+// in Cancelling for an ack that cannot come.
+func TestCancellingSessionWhoseSidecarDiesFails(t *testing.T) {
+	t.Parallel()
+	s := runningSession(t)
+	require.NoError(t, s.RequestCancel(t0))
+	s.PopEvents()
+	require.NoError(t, s.RecordFailure(domain.FailureInfrastructureError, "the sidecar kept exiting without session_end", t0))
+	assert.Equal(t, domain.StatusFailed, s.Status())
+	assert.True(t, s.Status().IsTerminal())
+	assert.Equal(t, []string{"agent_session_failed"}, eventTypes(s.PopEvents()))
+}
+
 func TestSessionDuplicateRequestsAreRefused(t *testing.T) {
 	t.Parallel()
 	s := runningSession(t)

@@ -196,6 +196,10 @@ func init() {
 	move(OpRejectOutput, one(StatusIdle), StatusFailed, CaseNone)
 	move(OpClose, one(StatusIdle), StatusCompleted, CaseNone)
 	move(OpRecordFailure, failableStatuses, StatusFailed, CaseNone)
+	// A sidecar may die while it stops (it crashed, or kept crashing and
+	// its runtime ended the session for it): no stop_ack will come, and
+	// its failure is the last word on a session being cancelled.
+	move(OpRecordFailure, one(StatusCancelling), StatusFailed, CaseNone)
 	move(OpRetry, one(StatusFailed), StatusQueued, CaseNone)
 	move(OpFailHandoff, one(StatusContextExhausted), StatusFailed, CaseNone)
 	stay(OpRecordAutoContinuation, one(StatusIdle), CaseNone)
