@@ -42,6 +42,9 @@ func (r *runner) readCommands(ctx context.Context, cursor string) {
 				if r.isClosing() {
 					return
 				}
+				// Into the inbox before the cursor moves past it: a
+				// sidecar that dies before answering it hands it on.
+				r.inbox.take(m)
 				r.handle(m)
 				cursor = m.ID
 				r.storeCursor(cursor)

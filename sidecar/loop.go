@@ -82,7 +82,7 @@ func (r *runner) loop(ctx context.Context) {
 		r.turnCost = 0
 		r.mu.Unlock()
 		if msg != nil {
-			r.emitLog(protocol.MessageDelivered{MessageID: msg.MessageID, Priority: msg.Priority})
+			r.emitAnswer(protocol.MessageDelivered{MessageID: msg.MessageID, Priority: msg.Priority}, delivered(msg.MessageID))
 		}
 		ended := r.turn(tctx, in)
 		cancel(nil)
@@ -212,7 +212,13 @@ func (r *runner) finishStop(forced bool) bool {
 	for _, id := range ids {
 		acks = append(acks, protocol.StopAck{CommandID: id, Forced: forced})
 	}
-	return r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonStopped, nil), acks...)
+	if !r.finish(r.sessionEnd(protocol.StatusSuccess, protocol.ReasonStopped, nil), acks...) {
+		return false
+	}
+	for _, id := range ids {
+		r.inbox.answered(acked(protocol.EventStopAck, id))
+	}
+	return true
 }
 
 // finishExhausted writes context_exhausted, the handoff document and
@@ -263,13 +269,13 @@ func (r *runner) takePauseAcksLocked() []string {
 
 func (r *runner) emitPauseAcks(ids []string) {
 	for _, id := range ids {
-		r.emitLog(protocol.PauseAck{CommandID: id})
+		r.emitAnswer(protocol.PauseAck{CommandID: id}, acked(protocol.EventPauseAck, id))
 	}
 }
 
 func (r *runner) emitInterruptAcks(ids []string) {
 	for _, id := range ids {
-		r.emitLog(protocol.InterruptAck{CommandID: id})
+		r.emitAnswer(protocol.InterruptAck{CommandID: id}, acked(protocol.EventInterruptAck, id))
 	}
 }
 

@@ -135,6 +135,15 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 		Restarted: restarted, PID: os.Getpid(),
 	})
 	r.log.Info("session started", "engine", opts.Config.Engine, "engine_session_id", sess.ID(), "restarted", restarted)
+	// What a predecessor took and did not answer comes first.
+	left, err := r.inbox.load(base, protocol.EventsKey(r.id))
+	if err != nil {
+		r.log.Error("commands a predecessor took are not taken up", "error", err)
+	}
+	for _, m := range left {
+		r.log.Info("command taken up from a predecessor", "entry_id", m.ID)
+		r.handle(m)
+	}
 
 	readCtx, stopReading := context.WithCancel(base)
 	readDone := make(chan struct{})
@@ -195,6 +204,7 @@ type runner struct {
 	log       *slog.Logger
 	rdb       *redis.Client
 	out       *emitter
+	inbox     *inbox
 	start     time.Time
 	sess      engine.Session
 	forced    chan struct{}
@@ -249,6 +259,7 @@ func newRunner(opts Options) *runner {
 		log:       opts.Logger,
 		rdb:       opts.Redis,
 		out:       &emitter{rdb: opts.Redis, key: protocol.EventsKey(opts.SessionID), timeout: opts.WriteTimeout, quit: make(chan struct{})},
+		inbox:     newInbox(opts.Redis, opts.SessionID, opts.Logger),
 		start:     time.Now(),
 		forced:    make(chan struct{}),
 		cfg:       opts.Config,
@@ -282,6 +293,18 @@ func (r *runner) loadCursor(ctx context.Context) (cursor string, restarted bool,
 		return "", false, err
 	}
 	return cursor, true, nil
+}
+
+// emitAnswer writes the answer to a command entry of the inbox and, once
+// it is written, drops the entry.
+func (r *runner) emitAnswer(ev protocol.Event, answer string) {
+	if err := r.out.emit(ev); err != nil {
+		if !errors.Is(err, ErrSessionEnded) {
+			r.log.Error("event not written", "type", ev.EventType(), "error", err)
+		}
+		return
+	}
+	r.inbox.answered(answer)
 }
 
 // emitLog writes an event the sidecar owns, logging a failure: the session

@@ -270,3 +270,55 @@ func TestConfigScenarioReportsTheComposedConfig(t *testing.T) {
 		"Subagents: reviewer",
 	}, texts)
 }
+
+// TestCommandsTakenButNotAnsweredPassToTheNextSidecar suspends a sidecar
+// (its runtime died) after it took a queued message during a turn, before
+// the turn ended: the cursor is past the message, and the next sidecar
+// still delivers it, once.
+func TestCommandsTakenButNotAnsweredPassToTheNextSidecar(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "long")
+	cfg.StayIdle = true
+	h := newHarness(t)
+	h.run(cfg, noAPI)
+	h.waitTool("Bash")
+	messageID := uuid.NewString()
+	h.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{MessageID: messageID, Content: "Also check the disk", Priority: protocol.PriorityQueued})
+	entries, err := h.rdb.XRange(context.Background(), protocol.CommandsKey(h.id), "-", "+").Result()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		cursor, err := h.rdb.Get(context.Background(), protocol.CursorKey(h.id)).Result()
+		return err == nil && cursor == entries[len(entries)-1].ID
+	}, wait, 10*time.Millisecond, "the sidecar took the message")
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(wait):
+		t.Fatalf("sidecar did not stop; events: %s", h.dump())
+	}
+	require.ErrorIs(t, h.err, sidecar.ErrSuspended)
+	require.Empty(t, h.ofType(protocol.EventMessageDelivered), "the turn was cut short before the message: %s", h.dump())
+
+	engineID, err := h.rdb.Get(context.Background(), protocol.EngineKey(h.id)).Result()
+	require.NoError(t, err)
+	cfg.ResumeEngineSessionID = engineID
+	h.run(cfg, noAPI)
+	got := h.waitType(protocol.EventMessageDelivered)
+	assert.Equal(t, messageID, decode[protocol.MessageDelivered](t, got).MessageID)
+	h.waitFor("the message's turn completed", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+	})
+	assert.Len(t, h.ofType(protocol.EventMessageDelivered), 1, "delivered once: %s", h.dump())
+
+	// A third sidecar has nothing left to take up.
+	h.cancel()
+	<-h.done
+	before := len(h.poll())
+	h.run(cfg, noAPI)
+	h.waitFor("the third session_started", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventSessionStarted && h.index(e) >= before
+	})
+	h.send(protocol.CommandStop, protocol.Stop{})
+	h.waitEnd()
+	assert.Len(t, h.ofType(protocol.EventMessageDelivered), 1, "still delivered once: %s", h.dump())
+}

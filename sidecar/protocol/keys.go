@@ -19,6 +19,14 @@ func CommandsKey(sessionID string) string { return EventsKey(sessionID) + ":comm
 // sidecar does not handle a command twice.
 func CursorKey(sessionID string) string { return EventsKey(sessionID) + ":cursor" }
 
+// InboxKey returns the key under which a sidecar keeps the command entries
+// it took but has not answered yet, agent:session:{<id>}:inbox: steering
+// messages not yet delivered to the agent, and stop, pause and interrupt
+// commands not yet acknowledged. The cursor moves past an entry only once
+// it is there, so a sidecar started again after a crash or a restart of
+// its runtime takes them up instead of losing them.
+func InboxKey(sessionID string) string { return EventsKey(sessionID) + ":inbox" }
+
 // EngineKey returns the key under which a sidecar keeps its engine's own
 // session id, agent:session:{<id>}:engine, so that a sidecar started again
 // after a crash or a restart of its runtime resumes the agent's
