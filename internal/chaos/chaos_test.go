@@ -44,11 +44,14 @@ const settle = 2 * time.Minute
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestChaos runs the deployment, kills random processes with SIGKILL while
-// sessions stream raw events and take steering messages, and then checks:
-// every raw event a sidecar wrote is stored exactly once and in order,
-// every command answered 2xx took effect exactly once, every session is
-// in the status its events lead to, and the transcript equals a rebuild
-// from the raw events.
+// sessions stream raw events, take steering messages and are closed or
+// cancelled, and then checks: every raw event a sidecar wrote is stored
+// exactly once and in order, every command answered 2xx took effect
+// exactly once (an accepted message reached the agent once, or its session
+// ended before it could), every session comes to rest (none waits for an
+// ack, none keeps a message pending) in the status its events lead to, a
+// cancelled one ends cancelled or failed, and the transcript equals a
+// rebuild from the raw events.
 func TestChaos(t *testing.T) {
 	s := *seed
 	if s == 0 {
@@ -129,8 +132,9 @@ func TestChaos(t *testing.T) {
 	}
 	require.NotEmpty(t, ids, "sessions were started")
 
-	// The messages a session accepted reach it, unless it ended first.
-	waitDelivered(t, ctx, w, started2)
+	// The messages a session accepted reach it, unless it ended first,
+	// and no session waits for an ack that will not come.
+	waitSettled(t, ctx, w, started2)
 	written, got, err := settleRaw(ctx, js, rdb, ids, time.Now().Add(settle))
 	require.NoError(t, err)
 
@@ -154,10 +158,14 @@ func TestChaos(t *testing.T) {
 	// Every 2xx command took effect once: each session once, each
 	// accepted message once in its queue and, once delivered, once at
 	// the agent.
-	messages := 0
+	messages, cancelled := 0, 0
 	for _, s := range started2 {
 		var q queue
 		require.True(t, w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q), "queue of %s", s.ID)
+		var sess struct {
+			Status string `json:"status"`
+		}
+		require.True(t, w.get(ctx, "/api/agents/sessions/"+s.ID, &sess), "session %s", s.ID)
 		inQueue := map[string]int{}
 		status := map[string]string{}
 		for _, m := range q.Messages {
@@ -168,14 +176,26 @@ func TestChaos(t *testing.T) {
 		for _, id := range s.Messages {
 			messages++
 			assert.Equal(t, 1, inQueue[id], "session %s: accepted message %s in its queue", s.ID, id)
-			if status[id] == string(domain.MessageDelivered) {
+			switch status[id] {
+			case string(domain.MessageDelivered):
 				assert.Equal(t, 1, delivered[id], "session %s: delivered message %s reached the agent once", s.ID, id)
-			} else {
+			case string(domain.MessagePending):
+				// Only a session that ended before it could take the
+				// message leaves it pending.
+				assert.True(t, domain.SessionStatus(sess.Status).IsTerminal(),
+					"session %s: message %s pending while the session is %s", s.ID, id, sess.Status)
+				fallthrough
+			default:
 				assert.Zero(t, delivered[id], "session %s: message %s is %s but reached the agent", s.ID, id, status[id])
 			}
 		}
+		if s.Cancelled {
+			cancelled++
+			assert.Contains(t, []string{string(domain.StatusCancelled), string(domain.StatusFailed)}, sess.Status,
+				"session %s: a cancel was accepted; it ends cancelled, or failed when its sidecar died while stopping", s.ID)
+		}
 	}
-	t.Logf("%d sessions, %d accepted messages, %d refused requests", len(started2), messages, w.Refused())
+	t.Logf("%d sessions (%d cancelled), %d accepted messages, %d refused requests", len(started2), cancelled, messages, w.Refused())
 
 	// Each session is in the status its events lead to, and no domain
 	// event is stored twice.
@@ -225,41 +245,53 @@ type queue struct {
 	} `json:"messages"`
 }
 
-// waitDelivered waits until no accepted message of a live session is
-// pending any more, or until settle passes (the check then reports it).
-func waitDelivered(t *testing.T, ctx context.Context, w *Workload, sessions []*Session) {
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		pending := 0
-		for _, s := range sessions {
-			var q queue
-			if !w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q) {
-				pending++
-				continue
-			}
-			for _, m := range q.Messages {
-				if m.Status == string(domain.MessagePending) {
-					pending++
-				}
+// unsettled lists what keeps a session from rest: an intermediate status
+// (a stop, pause or interrupt that no ack ended), or a message accepted
+// and still pending while the session lives to take it.
+func unsettled(ctx context.Context, w *Workload, s *Session) []string {
+	var q queue
+	var sess struct {
+		Status string `json:"status"`
+	}
+	if !w.get(ctx, "/api/agents/sessions/"+s.ID, &sess) || !w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q) {
+		return []string{"unreadable"}
+	}
+	status := domain.SessionStatus(sess.Status)
+	var out []string
+	if status.IsIntermediate() {
+		out = append(out, "still "+sess.Status)
+	}
+	if !status.IsTerminal() {
+		for _, m := range q.Messages {
+			if m.Status == string(domain.MessagePending) {
+				out = append(out, fmt.Sprintf("message %s still pending while %s", m.MessageID, sess.Status))
 			}
 		}
-		if pending == 0 {
+	}
+	return out
+}
+
+// waitSettled waits until every session is at rest (see unsettled), and
+// fails on those that are not once settle has passed.
+func waitSettled(t *testing.T, ctx context.Context, w *Workload, sessions []*Session) {
+	deadline := time.Now().Add(settle)
+	for {
+		left := map[string][]string{}
+		for _, s := range sessions {
+			if u := unsettled(ctx, w, s); len(u) > 0 {
+				left[s.ID] = u
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for id, u := range left {
+				t.Errorf("session %s not at rest after %s: %s", id, settle, strings.Join(u, "; "))
+			}
 			return
 		}
 		time.Sleep(time.Second)
-	}
-	for _, s := range sessions {
-		var q queue
-		var sess struct {
-			Status string `json:"status"`
-		}
-		w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q)
-		w.get(ctx, "/api/agents/sessions/"+s.ID, &sess)
-		for _, m := range q.Messages {
-			if m.Status == string(domain.MessagePending) {
-				t.Logf("session %s (%s): message %s still pending after %s", s.ID, sess.Status, m.MessageID, settle)
-			}
-		}
 	}
 }
 

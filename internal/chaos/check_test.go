@@ -213,6 +213,7 @@ var statusAfter = map[string]domain.SessionStatus{
 	domain.AgentSessionFailedEvent{}.EventType():        domain.StatusFailed,
 	domain.SessionWaitingForInputEvent{}.EventType():    domain.StatusWaitingForInput,
 	domain.SessionInputReceivedEvent{}.EventType():      domain.StatusRunning,
+	domain.AgentSessionClosedEvent{}.EventType():        domain.StatusCompleted,
 }
 
 // domainEvent is a domain event as AGENTS_EVENTS holds it.
@@ -247,7 +248,7 @@ func explainedStatus(events []domainEvent) (status domain.SessionStatus, unknown
 			continue
 		}
 		switch ev.Type {
-		case domain.AgentSessionApprovedEvent{}.EventType(), domain.AgentSessionClosedEvent{}.EventType(),
+		case domain.AgentSessionApprovedEvent{}.EventType(),
 			domain.AgentSessionRejectedEvent{}.EventType(), domain.AgentSessionRetriedEvent{}.EventType(),
 			domain.SessionInputTimedOutEvent{}.EventType(), domain.SessionPauseTimedOutEvent{}.EventType(),
 			domain.ContextExhaustedEvent{}.EventType(), domain.SessionVoluntaryHandoffEvent{}.EventType():

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Workload drives sessions over the HTTP API as a user does: it starts
@@ -37,10 +39,11 @@ type Workload struct {
 }
 
 // Session is a session the workload started, with the messages it sent
-// that were accepted.
+// that were accepted and whether a cancel of it was.
 type Session struct {
-	ID       string
-	Messages []string
+	ID        string
+	Messages  []string
+	Cancelled bool
 }
 
 // Sessions returns the sessions started so far.
@@ -83,7 +86,8 @@ func (w *Workload) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// drive starts one session and sends it its messages.
+// drive starts one session and sends it its messages; one in four is
+// cancelled after some of them, and gets the rest refused.
 func (w *Workload) drive(ctx context.Context, rng *rand.Rand, name string) {
 	var out struct {
 		Session struct {
@@ -101,7 +105,18 @@ func (w *Workload) drive(ctx context.Context, rng *rand.Rand, name string) {
 	w.mu.Lock()
 	w.sessions = append(w.sessions, s)
 	w.mu.Unlock()
-	for range w.Messages {
+	cancelAfter := -1
+	if rng.IntN(4) == 0 {
+		cancelAfter = rng.IntN(w.Messages)
+	}
+	for i := range w.Messages {
+		if i == cancelAfter {
+			if w.send(ctx, http.MethodPost, "/api/agents/sessions/"+s.ID+"/cancel", nil, nil) {
+				w.mu.Lock()
+				s.Cancelled = true
+				w.mu.Unlock()
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -121,11 +136,49 @@ func (w *Workload) drive(ctx context.Context, rng *rand.Rand, name string) {
 			w.mu.Unlock()
 		}
 	}
+	w.end(ctx, s)
+}
+
+// end hands the session's pool slot on, as a user who is done does: it
+// closes the session once it took every message and rests, and cancels it
+// when that takes too long. A session the workload stopped driving keeps
+// its slot.
+func (w *Workload) end(ctx context.Context, s *Session) {
+	deadline := time.Now().Add(30 * time.Second)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		var sess struct {
+			Status string `json:"status"`
+		}
+		var q queue
+		if w.get(ctx, "/api/agents/sessions/"+s.ID, &sess) && w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q) {
+			if domain.SessionStatus(sess.Status).IsTerminal() {
+				return
+			}
+			pending := false
+			for _, m := range q.Messages {
+				pending = pending || m.Status == string(domain.MessagePending)
+			}
+			if !pending && sess.Status == string(domain.StatusIdle) &&
+				w.send(ctx, http.MethodPost, "/api/agents/sessions/"+s.ID+"/close", nil, nil) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if ctx.Err() == nil && w.send(ctx, http.MethodPost, "/api/agents/sessions/"+s.ID+"/cancel", nil, nil) {
+		w.mu.Lock()
+		s.Cancelled = true
+		w.mu.Unlock()
+	}
 }
 
 // send makes a command request with one Idempotency-Key, repeating it
 // while the api is unreachable or answers 5xx; it says whether the answer
-// was a 2xx, decoded into out.
+// was a 2xx, decoded into out unless out is nil.
 func (w *Workload) send(ctx context.Context, method, path string, body, out any) bool {
 	key := uuid.NewString()
 	for ctx.Err() == nil {
@@ -142,7 +195,7 @@ func (w *Workload) send(ctx context.Context, method, path string, body, out any)
 			w.mu.Unlock()
 			return false
 		}
-		return json.Unmarshal(raw, out) == nil
+		return out == nil || json.Unmarshal(raw, out) == nil
 	}
 	return false
 }
