@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,7 +149,11 @@ func (b *inbox) saveLocked() {
 
 // load reads the inbox a predecessor left and returns its entries whose
 // answer the session's event stream does not hold: the predecessor may
-// have written an answer and died before it dropped the entry.
+// have written an answer and died before it dropped the entry. When the
+// stream ends with session_end, the predecessor's run is over (this
+// sidecar runs the session again after a retry): its stop, pause or
+// interrupt belongs to that run and is dropped, while a message it did
+// not deliver is still for the agent.
 func (b *inbox) load(ctx context.Context, eventsKey string) ([]redis.XMessage, error) {
 	raw, err := b.rdb.Get(ctx, b.key).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -164,7 +169,7 @@ func (b *inbox) load(ctx context.Context, eventsKey string) ([]redis.XMessage, e
 	if len(entries) == 0 {
 		return nil, nil
 	}
-	written, err := answersIn(ctx, b.rdb, eventsKey)
+	written, ended, err := answersIn(ctx, b.rdb, eventsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +177,7 @@ func (b *inbox) load(ctx context.Context, eventsKey string) ([]redis.XMessage, e
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range entries {
-		if written[e.Answer] {
+		if written[e.Answer] || ended && !strings.HasPrefix(e.Answer, protocol.EventMessageDelivered+":") {
 			continue
 		}
 		b.entries = append(b.entries, e)
@@ -186,17 +191,18 @@ func (b *inbox) load(ctx context.Context, eventsKey string) ([]redis.XMessage, e
 	return out, nil
 }
 
-// answersIn reads the answers the session's event stream holds.
-func answersIn(ctx context.Context, rdb *redis.Client, key string) (map[string]bool, error) {
-	out := map[string]bool{}
+// answersIn reads the answers the session's event stream holds, and
+// whether its last event is session_end.
+func answersIn(ctx context.Context, rdb *redis.Client, key string) (answers map[string]bool, ended bool, err error) {
+	answers = map[string]bool{}
 	cursor := "0"
 	for {
 		res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, cursor}, Count: 1000, Block: -1}).Result()
 		if errors.Is(err, redis.Nil) {
-			return out, nil
+			return answers, ended, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read the answers written: %w", err)
+			return nil, false, fmt.Errorf("read the answers written: %w", err)
 		}
 		n := 0
 		for _, s := range res {
@@ -204,12 +210,13 @@ func answersIn(ctx context.Context, rdb *redis.Client, key string) (map[string]b
 				n++
 				cursor = m.ID
 				if a := answerIn(m.Values); a != "" {
-					out[a] = true
+					answers[a] = true
 				}
+				ended = m.Values[protocol.FieldType] == protocol.EventSessionEnd
 			}
 		}
 		if n < 1000 {
-			return out, nil
+			return answers, ended, nil
 		}
 	}
 }
