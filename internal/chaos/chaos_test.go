@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,9 +75,14 @@ func TestChaos(t *testing.T) {
 		// The deployment's directory goes with the test: keep its logs
 		// of a failed run.
 		if t.Failed() {
-			keep := filepath.Join(os.TempDir(), fmt.Sprintf("agentbus-chaos-logs-%d", s))
-			if err := os.CopyFS(keep, os.DirFS(filepath.Join(dir, "log"))); err == nil {
+			keep, err := os.MkdirTemp("", fmt.Sprintf("agentbus-chaos-logs-%d-", s))
+			if err == nil {
+				err = os.CopyFS(keep, os.DirFS(filepath.Join(dir, "log")))
+			}
+			if err == nil {
 				t.Logf("the deployment's logs: %s", keep)
+			} else {
+				t.Logf("the deployment's logs not kept: %v", err)
 			}
 		}
 	})
@@ -253,8 +260,14 @@ func unsettled(ctx context.Context, w *Workload, s *Session) []string {
 	var sess struct {
 		Status string `json:"status"`
 	}
-	if !w.get(ctx, "/api/agents/sessions/"+s.ID, &sess) || !w.get(ctx, "/api/agents/sessions/"+s.ID+"/messages/queue", &q) {
-		return []string{"unreadable"}
+	for _, read := range []struct {
+		path string
+		out  any
+	}{{"/api/agents/sessions/" + s.ID, &sess}, {"/api/agents/sessions/" + s.ID + "/messages/queue", &q}} {
+		code, raw, err := w.call(ctx, http.MethodGet, read.path, nil, "")
+		if err != nil || code != http.StatusOK || json.Unmarshal(raw, read.out) != nil {
+			return []string{fmt.Sprintf("GET %s: %d %.200s %v", read.path, code, raw, err)}
+		}
 	}
 	status := domain.SessionStatus(sess.Status)
 	var out []string
