@@ -41,7 +41,7 @@ var (
 
 // settle bounds how long the deployment may take to work through what
 // the kills left it once they stop: generous, for a loaded machine.
-const settle = 2 * time.Minute
+const settle = 3 * time.Minute
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
