@@ -141,7 +141,7 @@ func TestChaos(t *testing.T) {
 
 	// The messages a session accepted reach it, unless it ended first,
 	// and no session waits for an ack that will not come.
-	waitSettled(t, ctx, w, started2)
+	waitSettled(t, ctx, w, js, started2)
 	written, got, err := settleRaw(ctx, js, rdb, ids, time.Now().Add(settle))
 	require.NoError(t, err)
 
@@ -253,9 +253,10 @@ type queue struct {
 }
 
 // unsettled lists what keeps a session from rest: an intermediate status
-// (a stop, pause or interrupt that no ack ended), or a message accepted
-// and still pending while the session lives to take it.
-func unsettled(ctx context.Context, w *Workload, s *Session) []string {
+// (a stop, pause or interrupt that no ack ended), a message accepted and
+// still pending while the session lives to take it, or one pending that
+// reached the agent (delivered counts its message_delivered raw events).
+func unsettled(ctx context.Context, w *Workload, s *Session, delivered map[string]int) []string {
 	var q queue
 	var sess struct {
 		Status string `json:"status"`
@@ -274,11 +275,13 @@ func unsettled(ctx context.Context, w *Workload, s *Session) []string {
 	if status.IsIntermediate() {
 		out = append(out, "still "+sess.Status)
 	}
-	if !status.IsTerminal() {
-		for _, m := range q.Messages {
-			if m.Status == string(domain.MessagePending) {
-				out = append(out, fmt.Sprintf("message %s still pending while %s", m.MessageID, sess.Status))
-			}
+	for _, m := range q.Messages {
+		switch {
+		case m.Status != string(domain.MessagePending):
+		case delivered[m.MessageID] > 0:
+			out = append(out, fmt.Sprintf("message %s reached the agent, still pending", m.MessageID))
+		case !status.IsTerminal():
+			out = append(out, fmt.Sprintf("message %s still pending while %s", m.MessageID, sess.Status))
 		}
 	}
 	return out
@@ -286,12 +289,14 @@ func unsettled(ctx context.Context, w *Workload, s *Session) []string {
 
 // waitSettled waits until every session is at rest (see unsettled), and
 // fails on those that are not once settle has passed.
-func waitSettled(t *testing.T, ctx context.Context, w *Workload, sessions []*Session) {
+func waitSettled(t *testing.T, ctx context.Context, w *Workload, js jetstream.JetStream, sessions []*Session) {
 	deadline := time.Now().Add(settle)
 	for {
+		raw, err := readRaw(ctx, js)
+		require.NoError(t, err)
 		left := map[string][]string{}
 		for _, s := range sessions {
-			if u := unsettled(ctx, w, s); len(u) > 0 {
+			if u := unsettled(ctx, w, s, deliveredIDs(raw[s.ID])); len(u) > 0 {
 				left[s.ID] = u
 			}
 		}
