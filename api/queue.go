@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -110,13 +111,30 @@ func (s *Server) enqueue(ctx context.Context, in *enqueueMessageInput) (*enqueue
 	if err != nil {
 		return nil, err
 	}
-	state, err := decodeState[command.QueueState](raw)
+	v, err := s.queueAfter(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	out := &enqueueOutput{Body: messageQueueOf(queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages})}
+	out := &enqueueOutput{Body: messageQueueOf(v)}
 	out.Body.MessageID = &msgID
 	return out, nil
+}
+
+// queueAfter returns the queue as a queue command's answer raw left it,
+// with the messages that had left the queue by then read from the
+// session's message history.
+func (s *Server) queueAfter(ctx context.Context, raw json.RawMessage) (queries.QueueView, error) {
+	state, err := decodeState[command.QueueState](raw)
+	if err != nil {
+		return queries.QueueView{}, err
+	}
+	if state.Messages != nil {
+		return queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages}, nil
+	}
+	if s.deps.Queries == nil {
+		return queries.QueueView{}, unavailable("queries")
+	}
+	return s.deps.Queries.QueueAt(ctx, state.SessionID, state.Pending, state.NextSequence)
 }
 
 // requireOwner answers 404 unless session id is the owner's.
@@ -154,11 +172,11 @@ func (s *Server) messageCommand(ctx context.Context, in *queueMessageInput, name
 	if err != nil {
 		return nil, err
 	}
-	state, err := decodeState[command.QueueState](raw)
+	v, err := s.queueAfter(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	return &queueOutput{Body: messageQueueOf(queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages})}, nil
+	return &queueOutput{Body: messageQueueOf(v)}, nil
 }
 
 func messageQueueOf(v queries.QueueView) MessageQueue {

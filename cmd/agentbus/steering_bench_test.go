@@ -223,16 +223,41 @@ func (st *steeringStack) playSidecar(b *testing.B, id string) {
 	}()
 }
 
+// enqueue posts a message to a session, waiting and trying again while
+// the session's rate limit refuses it (429); before each try it calls
+// sending.
+func (st *steeringStack) enqueue(b *testing.B, id, body string, sending func()) {
+	for {
+		sending()
+		req, err := http.NewRequest(http.MethodPost, st.base+"/api/agents/sessions/"+id+"/messages/queue", strings.NewReader(body))
+		require.NoError(b, err)
+		req.Header.Set("Authorization", "Bearer "+st.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(b, err)
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			time.Sleep(max(time.Duration(wait)*time.Second, 100*time.Millisecond))
+			continue
+		}
+		require.Equal(b, http.StatusCreated, resp.StatusCode, "POST %s: %v", id, out)
+		return
+	}
+}
+
 // steer posts one Immediate message to session i of the sampled ones and
 // returns its latency to the sidecar's command stream.
 func (st *steeringStack) steer(b *testing.B, i int) time.Duration {
 	n := int(st.next.Add(1))
 	id := st.ids[i%min(len(st.ids), steeringSampled)]
-	st.mu.Lock()
-	st.sent[n] = time.Now()
-	st.mu.Unlock()
-	st.do(b, http.MethodPost, "/api/agents/sessions/"+id+"/messages/queue",
-		fmt.Sprintf(`{"content":"Steer n=%d","priority":"Immediate"}`, n), http.StatusCreated)
+	st.enqueue(b, id, fmt.Sprintf(`{"content":"Steer n=%d","priority":"Immediate"}`, n), func() {
+		st.mu.Lock()
+		st.sent[n] = time.Now()
+		st.mu.Unlock()
+	})
 	for {
 		select {
 		case d := <-st.got:
@@ -254,8 +279,7 @@ func (st *steeringStack) history(b *testing.B, h int, have int) {
 		wg.Go(func() {
 			for range h - have {
 				n := int(st.next.Add(1))
-				st.do(b, http.MethodPost, "/api/agents/sessions/"+st.ids[s]+"/messages/queue",
-					fmt.Sprintf(`{"content":"History n=%d","priority":"Immediate"}`, n), http.StatusCreated)
+				st.enqueue(b, st.ids[s], fmt.Sprintf(`{"content":"History n=%d","priority":"Immediate"}`, n), func() {})
 			}
 		})
 	}
