@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -110,22 +112,78 @@ func (s *Server) enqueue(ctx context.Context, in *enqueueMessageInput) (*enqueue
 	if err != nil {
 		return nil, err
 	}
-	state, err := decodeState[command.QueueState](raw)
+	v, err := s.queueAfter(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	out := &enqueueOutput{Body: messageQueueOf(queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages})}
+	out := &enqueueOutput{Body: messageQueueOf(v)}
 	out.Body.MessageID = &msgID
 	return out, nil
 }
 
-// requireOwner answers 404 unless session id is the owner's.
+// queueAfter returns the queue as a queue command's answer raw left it,
+// with the messages that had left the queue by then read from the
+// session's message history.
+func (s *Server) queueAfter(ctx context.Context, raw json.RawMessage) (queries.QueueView, error) {
+	state, err := decodeState[command.QueueState](raw)
+	if err != nil {
+		return queries.QueueView{}, err
+	}
+	if state.Messages != nil {
+		return queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages}, nil
+	}
+	if s.deps.Queries == nil {
+		return queries.QueueView{}, unavailable("queries")
+	}
+	return s.deps.Queries.QueueAt(ctx, state.SessionID, state.Pending, state.NextSequence)
+}
+
+// requireOwner answers 404 unless session id is the owner's. A session's
+// owner never changes, so it is looked up once and remembered.
 func (s *Server) requireOwner(ctx context.Context, owner, id uuid.UUID) error {
-	got, err := s.deps.Queries.Owner(ctx, id)
-	if errors.Is(err, queries.ErrNotFound) || (err == nil && got != owner.String()) {
+	got, ok := s.owners.get(id)
+	if !ok {
+		o, err := s.deps.Queries.Owner(ctx, id)
+		if errors.Is(err, queries.ErrNotFound) {
+			return &queries.NotFoundError{Entity: "session", ID: id.String()}
+		}
+		if err != nil {
+			return err
+		}
+		got = o
+		s.owners.put(id, got)
+	}
+	if got != owner.String() {
 		return &queries.NotFoundError{Entity: "session", ID: id.String()}
 	}
-	return err
+	return nil
+}
+
+// maxCachedOwners bounds the owners remembered; past it they are
+// forgotten all at once and looked up again.
+const maxCachedOwners = 100_000
+
+// ownerCache remembers the owner of each session looked up. Only found
+// sessions are remembered: a session created later must be found then.
+type ownerCache struct {
+	mu     sync.RWMutex
+	owners map[uuid.UUID]string
+}
+
+func (c *ownerCache) get(id uuid.UUID) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.owners[id]
+	return o, ok
+}
+
+func (c *ownerCache) put(id uuid.UUID, owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owners == nil || len(c.owners) >= maxCachedOwners {
+		c.owners = map[uuid.UUID]string{}
+	}
+	c.owners[id] = owner
 }
 
 func (s *Server) getQueue(ctx context.Context, in *sessionIDInput) (*queueOutput, error) {
@@ -154,11 +212,11 @@ func (s *Server) messageCommand(ctx context.Context, in *queueMessageInput, name
 	if err != nil {
 		return nil, err
 	}
-	state, err := decodeState[command.QueueState](raw)
+	v, err := s.queueAfter(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	return &queueOutput{Body: messageQueueOf(queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages})}, nil
+	return &queueOutput{Body: messageQueueOf(v)}, nil
 }
 
 func messageQueueOf(v queries.QueueView) MessageQueue {

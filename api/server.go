@@ -77,6 +77,8 @@ type Server struct {
 
 	// QueueLimiter limits, per session, how fast messages are enqueued.
 	QueueLimiter *SessionLimiter
+	// owners remembers the owners of sessions the queue looked up.
+	owners ownerCache
 
 	metrics *metrics
 }

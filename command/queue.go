@@ -30,10 +30,16 @@ type MessageData struct {
 	MessageID uuid.UUID `json:"messageId"`
 }
 
-// QueueState is what a queue command returns: the session's messages,
-// pending first in delivery order.
+// QueueState is what a queue command returns: the session's pending
+// messages in delivery order, and the sequence number the next message
+// would get, which dates the answer: every message enqueued before it has
+// a lower one. Delivered and cancelled messages are in the session's
+// message history (see queries.Store.QueueAt).
 type QueueState struct {
-	SessionID uuid.UUID               `json:"sessionId"`
-	Pending   []domain.SessionMessage `json:"pending"`
-	Messages  []domain.SessionMessage `json:"messages"`
+	SessionID    uuid.UUID               `json:"sessionId"`
+	Pending      []domain.SessionMessage `json:"pending"`
+	NextSequence int64                   `json:"nextSequence"`
+	// Messages, every message of the session, is set only in answers
+	// recorded while the queue held its delivered and cancelled messages.
+	Messages []domain.SessionMessage `json:"messages,omitempty"`
 }

@@ -29,12 +29,17 @@ type SessionPoolExhaustedEvent struct {
 	MaxCount           int       `json:"maxCount"`
 }
 
-// MessageEnqueuedEvent records that a message was added to a session's queue.
+// MessageEnqueuedEvent records that a message was added to a session's
+// queue. It carries the message and the session's status when it was
+// enqueued, so that the delivery reaction can steer a running session
+// without reading either back.
 type MessageEnqueuedEvent struct {
 	QueueMeta
-	MessageID uuid.UUID       `json:"messageId"`
-	Priority  MessagePriority `json:"priority"`
-	Source    MessageSource   `json:"source"`
+	MessageID     uuid.UUID       `json:"messageId"`
+	Priority      MessagePriority `json:"priority"`
+	Source        MessageSource   `json:"source"`
+	Content       string          `json:"content"`
+	SessionStatus SessionStatus   `json:"sessionStatus"`
 }
 
 // MessageDeliveredEvent records that the sidecar acknowledged a message.

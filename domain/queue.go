@@ -11,6 +11,11 @@ import (
 // SessionMessageQueue is the aggregate root of the messages waiting for a
 // session; it shares the session's id. Users see it and manage it: they
 // cancel pending messages and promote queued ones to Immediate.
+//
+// It holds only Pending messages. A delivered or cancelled message leaves
+// it (Settled lists those that left since it was loaded) and lives on in
+// the session's message history, so the cost of every operation follows
+// what still waits, not everything the session was ever sent.
 type SessionMessageQueue struct {
 	eventRecorder
 
@@ -19,6 +24,12 @@ type SessionMessageQueue struct {
 	messages  []SessionMessage
 	nextSeq   int64
 	version   int64
+
+	// settled are the messages that left the queue since it was loaded.
+	settled []SessionMessage
+	// recalled are the statuses of messages that left it before, as far
+	// as the caller told (Recall).
+	recalled map[uuid.UUID]MessageStatus
 }
 
 // NewSessionMessageQueue returns the empty queue of a session.
@@ -32,17 +43,20 @@ func NewSessionMessageQueue(sessionID, ownerID uuid.UUID) (*SessionMessageQueue,
 	return &SessionMessageQueue{sessionID: sessionID, ownerID: ownerID}, nil
 }
 
-// SessionMessageQueueSnapshot is the stored state of a queue.
+// SessionMessageQueueSnapshot is the stored state of a queue: its Pending
+// messages and the sequence number the next message gets.
 type SessionMessageQueueSnapshot struct {
-	SessionID uuid.UUID        `json:"sessionId"`
-	OwnerID   uuid.UUID        `json:"ownerId"`
-	Messages  []SessionMessage `json:"messages"`
-	Version   int64            `json:"version"`
+	SessionID    uuid.UUID        `json:"sessionId"`
+	OwnerID      uuid.UUID        `json:"ownerId"`
+	Messages     []SessionMessage `json:"messages"`
+	NextSequence int64            `json:"nextSequence"`
+	Version      int64            `json:"version"`
 }
 
 // Snapshot returns the queue as plain values.
 func (q *SessionMessageQueue) Snapshot() SessionMessageQueueSnapshot {
-	return SessionMessageQueueSnapshot{SessionID: q.sessionID, OwnerID: q.ownerID, Messages: q.Messages(), Version: q.version}
+	return SessionMessageQueueSnapshot{SessionID: q.sessionID, OwnerID: q.ownerID, Messages: q.Messages(),
+		NextSequence: q.nextSeq, Version: q.version}
 }
 
 // UnmarshalSessionMessageQueueFromDatabase rebuilds a stored queue.
@@ -57,15 +71,47 @@ func UnmarshalSessionMessageQueueFromDatabase(snap SessionMessageQueueSnapshot) 
 			return nil, invalid("messages", "message ids must be set and unique")
 		}
 		seen[m.MessageID] = true
-		if !m.Priority.IsValid() || !m.Source.IsValid() ||
-			(m.Status != MessagePending && m.Status != MessageDelivered && m.Status != MessageCancelled) {
-			return nil, invalid("messages", "message %s has an unknown priority, source or status", m.MessageID)
+		if !m.Priority.IsValid() || !m.Source.IsValid() || m.Status != MessagePending {
+			return nil, invalid("messages", "message %s has an unknown priority or source, or is not Pending", m.MessageID)
 		}
 		q.messages = append(q.messages, m.clone())
 		q.nextSeq = max(q.nextSeq, m.Sequence+1)
 	}
+	q.nextSeq = max(q.nextSeq, snap.NextSequence)
 	q.version = snap.Version
 	return q, nil
+}
+
+// Recall tells the queue that message id left it before, as status
+// (Delivered or Cancelled), so that an operation naming it is refused for
+// that status rather than as unknown, and its id is not taken again.
+func (q *SessionMessageQueue) Recall(id uuid.UUID, status MessageStatus) {
+	if status != MessageDelivered && status != MessageCancelled {
+		return
+	}
+	if q.recalled == nil {
+		q.recalled = map[uuid.UUID]MessageStatus{}
+	}
+	q.recalled[id] = status
+}
+
+// Settled returns the messages delivered or cancelled since the queue was
+// loaded, which have left it, in the order they left.
+func (q *SessionMessageQueue) Settled() []SessionMessage {
+	out := make([]SessionMessage, len(q.settled))
+	for i, m := range q.settled {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// settledStatus returns the status of a message that left the queue.
+func (q *SessionMessageQueue) settledStatus(id uuid.UUID) (MessageStatus, bool) {
+	if i := slices.IndexFunc(q.settled, func(m SessionMessage) bool { return m.MessageID == id }); i >= 0 {
+		return q.settled[i].Status, true
+	}
+	st, ok := q.recalled[id]
+	return st, ok
 }
 
 func (q *SessionMessageQueue) meta(now time.Time) QueueMeta {
@@ -95,11 +141,15 @@ func (q *SessionMessageQueue) Enqueue(id uuid.UUID, content string, priority Mes
 	if i := q.index(id); i >= 0 {
 		return SessionMessage{}, &TransitionError{Aggregate: "SessionMessage", Operation: "Enqueue", Status: string(q.messages[i].Status), Reason: ErrDuplicate}
 	}
+	if st, ok := q.settledStatus(id); ok {
+		return SessionMessage{}, &TransitionError{Aggregate: "SessionMessage", Operation: "Enqueue", Status: string(st), Reason: ErrDuplicate}
+	}
 	m := SessionMessage{MessageID: id, Content: content, Priority: priority, Status: MessagePending, Source: source,
 		Sequence: q.nextSeq, CreatedAt: now.UTC()}
 	q.nextSeq++
 	q.messages = append(q.messages, m)
-	q.raise(MessageEnqueuedEvent{QueueMeta: q.meta(now), MessageID: id, Priority: priority, Source: source})
+	q.raise(MessageEnqueuedEvent{QueueMeta: q.meta(now), MessageID: id, Priority: priority, Source: source,
+		Content: content, SessionStatus: sessionStatus})
 	return m, nil
 }
 
@@ -111,6 +161,7 @@ func (q *SessionMessageQueue) Cancel(id uuid.UUID, now time.Time) error {
 	}
 	t := now.UTC()
 	m.Status, m.CancelledAt = MessageCancelled, &t
+	q.settle(id)
 	q.raise(MessageCancelledEvent{QueueMeta: q.meta(now), MessageID: id})
 	return nil
 }
@@ -138,21 +189,28 @@ func (q *SessionMessageQueue) MarkDelivered(id uuid.UUID, now time.Time) error {
 	}
 	t := now.UTC()
 	m.Status, m.DeliveredAt = MessageDelivered, &t
+	q.settle(id)
 	q.raise(MessageDeliveredEvent{QueueMeta: q.meta(now), MessageID: id, DeliveredAt: t})
 	return nil
+}
+
+// settle moves a message that is no longer Pending out of the queue.
+func (q *SessionMessageQueue) settle(id uuid.UUID) {
+	i := q.index(id)
+	q.settled = append(q.settled, q.messages[i])
+	q.messages = slices.Delete(q.messages, i, i+1)
 }
 
 // pending finds a message that must be Pending for op.
 func (q *SessionMessageQueue) pending(id uuid.UUID, op string) (*SessionMessage, error) {
 	i := q.index(id)
-	if i < 0 {
-		return nil, &NotFoundError{Entity: "SessionMessage", ID: id.String()}
+	if i >= 0 {
+		return &q.messages[i], nil
 	}
-	m := &q.messages[i]
-	if m.Status != MessagePending {
-		return nil, &TransitionError{Aggregate: "SessionMessage", Operation: op, Status: string(m.Status), Reason: ErrInvalidTransition}
+	if st, ok := q.settledStatus(id); ok {
+		return nil, &TransitionError{Aggregate: "SessionMessage", Operation: op, Status: string(st), Reason: ErrInvalidTransition}
 	}
-	return m, nil
+	return nil, &NotFoundError{Entity: "SessionMessage", ID: id.String()}
 }
 
 func (q *SessionMessageQueue) index(id uuid.UUID) int {
@@ -164,9 +222,7 @@ func (q *SessionMessageQueue) index(id uuid.UUID) int {
 func (q *SessionMessageQueue) Pending() []SessionMessage {
 	var out []SessionMessage
 	for _, m := range q.messages {
-		if m.Status == MessagePending {
-			out = append(out, m.clone())
-		}
+		out = append(out, m.clone())
 	}
 	slices.SortStableFunc(out, func(a, b SessionMessage) int {
 		switch {
@@ -195,7 +251,7 @@ func (q *SessionMessageQueue) NextPending(sessionStatus SessionStatus) (SessionM
 	return p[0], true
 }
 
-// Messages returns every message, pending or not, in arrival order.
+// Messages returns the Pending messages in arrival order.
 func (q *SessionMessageQueue) Messages() []SessionMessage {
 	out := make([]SessionMessage, len(q.messages))
 	for i, m := range q.messages {
@@ -204,14 +260,21 @@ func (q *SessionMessageQueue) Messages() []SessionMessage {
 	return out
 }
 
-// Message returns one message by id.
+// Message returns one message by id: a Pending one, or one that left the
+// queue since it was loaded.
 func (q *SessionMessageQueue) Message(id uuid.UUID) (SessionMessage, bool) {
-	i := q.index(id)
-	if i < 0 {
-		return SessionMessage{}, false
+	if i := q.index(id); i >= 0 {
+		return q.messages[i].clone(), true
 	}
-	return q.messages[i].clone(), true
+	if i := slices.IndexFunc(q.settled, func(m SessionMessage) bool { return m.MessageID == id }); i >= 0 {
+		return q.settled[i].clone(), true
+	}
+	return SessionMessage{}, false
 }
+
+// NextSequence returns the sequence number the next enqueued message gets:
+// every message enqueued so far has a lower one.
+func (q *SessionMessageQueue) NextSequence() int64 { return q.nextSeq }
 
 // SessionID returns the session (and queue) id.
 func (q *SessionMessageQueue) SessionID() uuid.UUID { return q.sessionID }

@@ -61,6 +61,8 @@ func TestQueueEnqueueValidation(t *testing.T) {
 			ev := e[0].(domain.MessageEnqueuedEvent)
 			assert.Equal(t, m.MessageID, ev.MessageID)
 			assert.Equal(t, tt.priority, ev.Priority)
+			assert.Equal(t, tt.content, ev.Content, "the event carries the message")
+			assert.Equal(t, tt.status, ev.SessionStatus, "and the status it met")
 			assert.Equal(t, domain.AggregateQueue, ev.AggregateType())
 			assert.Equal(t, sessionID, ev.AggregateID())
 		})
@@ -110,6 +112,38 @@ func TestQueueOrderAndRules(t *testing.T) {
 	require.NotNil(t, msg.DeliveredAt)
 	assert.Equal(t, []string{"message_enqueued", "message_enqueued", "message_enqueued",
 		"message_promoted_to_immediate", "message_delivered", "message_cancelled"}, eventTypes(q.PopEvents()))
+
+	// Delivered and cancelled messages leave the queue: it stores only
+	// what still waits, and the next message still gets a new sequence.
+	settled := q.Settled()
+	require.Len(t, settled, 2)
+	assert.Equal(t, []uuid.UUID{b, a}, []uuid.UUID{settled[0].MessageID, settled[1].MessageID})
+	assert.Equal(t, domain.MessageDelivered, settled[0].Status)
+	assert.Equal(t, domain.MessageCancelled, settled[1].Status)
+	snap := q.Snapshot()
+	require.Len(t, snap.Messages, 1)
+	assert.Equal(t, c, snap.Messages[0].MessageID)
+	assert.Equal(t, int64(3), snap.NextSequence)
+
+	re, err := domain.UnmarshalSessionMessageQueueFromDatabase(snap)
+	require.NoError(t, err)
+	assert.Empty(t, re.Settled())
+	require.ErrorIs(t, re.Cancel(b, t0), domain.ErrNotFound, "a message nobody recalled is unknown")
+	re.Recall(b, domain.MessageDelivered)
+	re.Recall(a, domain.MessageCancelled)
+	var te *domain.TransitionError
+	require.ErrorAs(t, re.Cancel(b, t0), &te)
+	assert.Equal(t, string(domain.MessageDelivered), te.CurrentStatus(), "a recalled message is refused for its status")
+	_, err = re.Enqueue(a, "again", domain.PriorityQueued, domain.MessageFromUser, domain.StatusRunning, t0)
+	require.ErrorIs(t, err, domain.ErrDuplicate, "the id of a message that left is not taken again")
+	m, err := re.Enqueue(d, "next", domain.PriorityQueued, domain.MessageFromUser, domain.StatusRunning, t0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), m.Sequence)
+
+	bad := snap
+	bad.Messages = []domain.SessionMessage{settled[0]}
+	_, err = domain.UnmarshalSessionMessageQueueFromDatabase(bad)
+	require.ErrorIs(t, err, domain.ErrValidation, "a stored queue holds Pending messages only")
 }
 
 func TestQueueNextPendingWaitsForTheSession(t *testing.T) {

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -10,25 +12,75 @@ import (
 	"github.com/agentbus/agentbus/domain"
 )
 
-// Queues stores SessionMessageQueue aggregates, one per session.
+// Queues stores SessionMessageQueue aggregates, one per session: the
+// Pending messages in the queue's document, the delivered and cancelled
+// ones in the session's message history (message_history), which the
+// queue moves them to in the same transaction.
 type Queues struct{}
 
 type queueDoc struct {
-	Messages []domain.SessionMessage `json:"messages"`
+	Messages     []domain.SessionMessage `json:"messages"`
+	NextSequence int64                   `json:"nextSequence"`
 }
 
 // Get loads a session's queue; a session without one has an empty queue.
-func (Queues) Get(ctx context.Context, q Querier, sessionID, ownerID uuid.UUID) (*domain.SessionMessageQueue, error) {
-	var doc queueDoc
-	version, err := loadDoc(ctx, q, "message_queues", "session_id", sessionID, &doc)
-	if errors.Is(err, ErrNotFound) {
-		return domain.NewSessionMessageQueue(sessionID, ownerID)
-	}
+// The owner is the session's, whatever ownerID says.
+func (r Queues) Get(ctx context.Context, q Querier, sessionID, _ uuid.UUID) (*domain.SessionMessageQueue, error) {
+	sq, err := r.Load(ctx, q, sessionID, uuid.Nil)
 	if err != nil {
 		return nil, err
 	}
-	return domain.UnmarshalSessionMessageQueueFromDatabase(domain.SessionMessageQueueSnapshot{
-		SessionID: sessionID, OwnerID: ownerID, Messages: doc.Messages, Version: version})
+	return sq.Queue, nil
+}
+
+// SessionQueue is a session's queue with what decides what it takes: the
+// session's owner and current status.
+type SessionQueue struct {
+	Queue   *domain.SessionMessageQueue
+	OwnerID uuid.UUID
+	Status  domain.SessionStatus
+}
+
+// Load reads a session's owner, status and queue in one round trip and,
+// when message names a message that already left the queue, recalls its
+// status (see SessionMessageQueue.Recall). A session that does not exist
+// is ErrNotFound.
+func (Queues) Load(ctx context.Context, q Querier, sessionID, message uuid.UUID) (SessionQueue, error) {
+	var (
+		sq      SessionQueue
+		status  string
+		raw     []byte
+		version *int64
+		settled *string
+	)
+	err := q.QueryRow(ctx, `
+SELECT s.owner_id, s.status, q.doc, q.version, h.status
+  FROM sessions s
+  LEFT JOIN message_queues q ON q.session_id = s.id
+  LEFT JOIN message_history h ON h.message_id = $2 AND h.session_id = s.id
+ WHERE s.id = $1`, sessionID, message).Scan(&sq.OwnerID, &status, &raw, &version, &settled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionQueue{}, fmt.Errorf("sessions %s: %w", sessionID, ErrNotFound)
+	}
+	if err != nil {
+		return SessionQueue{}, err
+	}
+	sq.Status = domain.SessionStatus(status)
+	snap := domain.SessionMessageQueueSnapshot{SessionID: sessionID, OwnerID: sq.OwnerID}
+	if version != nil {
+		var doc queueDoc
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			return SessionQueue{}, fmt.Errorf("message_queues %s: stored document unreadable: %w", sessionID, err)
+		}
+		snap.Messages, snap.NextSequence, snap.Version = doc.Messages, doc.NextSequence, *version
+	}
+	if sq.Queue, err = domain.UnmarshalSessionMessageQueueFromDatabase(snap); err != nil {
+		return SessionQueue{}, err
+	}
+	if settled != nil {
+		sq.Queue.Recall(message, domain.MessageStatus(*settled))
+	}
+	return sq, nil
 }
 
 // Update loads the queue, lets change modify it, and saves it with its events.
@@ -43,9 +95,10 @@ func (r Queues) Update(ctx context.Context, tx pgx.Tx, sessionID, ownerID uuid.U
 	return q, r.Save(ctx, tx, q)
 }
 
-// Save writes a queue back, inserting it on its first save.
+// Save writes a queue back, inserting it on its first save, and moves the
+// messages that left it to the session's message history.
 func (Queues) Save(ctx context.Context, tx pgx.Tx, q *domain.SessionMessageQueue) error {
-	doc := queueDoc{Messages: q.Messages()}
+	doc := queueDoc{Messages: q.Messages(), NextSequence: q.NextSequence()}
 	loaded := q.Version()
 	var err error
 	if loaded == 0 {
@@ -59,6 +112,17 @@ func (Queues) Save(ctx context.Context, tx pgx.Tx, q *domain.SessionMessageQueue
 	}
 	if err != nil {
 		return err
+	}
+	for _, m := range q.Settled() {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO message_history (message_id, session_id, sequence, status, doc) VALUES ($1, $2, $3, $4, $5)`,
+			m.MessageID, q.SessionID(), m.Sequence, string(m.Status), raw); err != nil {
+			return err
+		}
 	}
 	return writeEvents(ctx, tx, loaded+1, q.PopEvents())
 }

@@ -36,15 +36,23 @@ func InsertAgentMessage(ctx context.Context, db Execer, src TranscriptSource, id
 
 // InsertDeliveredMessage records the message messageID of the session's
 // queue where the agent received it, with the content and source the
-// queue holds; a message the queue does not hold adds nothing.
+// queue holds, or its message history once it left the queue; a message
+// neither holds adds nothing.
 func InsertDeliveredMessage(ctx context.Context, db Execer, src TranscriptSource, id uuid.UUID, messageID string) error {
+	var left *uuid.UUID // the id as message_history keys it, if it is one
+	if u, err := uuid.Parse(messageID); err == nil {
+		left = &u
+	}
 	_, err := db.Exec(ctx, `
 		INSERT INTO agent_messages (id, session_id, source_seq, subagent_id, source, content, model_id, occurred_at)
 		SELECT $1, $2, $3, NULL, m->>'source', m->>'content', '', $5
-		  FROM message_queues q, jsonb_array_elements(q.doc->'messages') m
-		 WHERE q.session_id = $2 AND m->>'messageId' = $4
+		  FROM (SELECT m FROM message_queues q, jsonb_array_elements(q.doc->'messages') m
+		         WHERE q.session_id = $2 AND m->>'messageId' = $4
+		        UNION ALL
+		        SELECT h.doc FROM message_history h WHERE h.message_id = $6 AND h.session_id = $2) found (m)
+		 LIMIT 1
 		ON CONFLICT DO NOTHING`,
-		id, src.Session, src.Seq, messageID, src.At)
+		id, src.Session, src.Seq, messageID, src.At, left)
 	return err
 }
 

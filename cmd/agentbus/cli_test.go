@@ -182,7 +182,7 @@ func TestCLI(t *testing.T) {
 			`● session input received answer=PostgreSQL byTimeout=false`,
 			`← AskUserQuestion ok: User has answered your question: "PostgreSQL".`,
 			`assistant  Going with PostgreSQL.`,
-			`● message enqueued messageId=` + queued + ` priority=Queued source=User`,
+			`● message enqueued content="Use the standard library only" messageId=` + queued + ` priority=Queued sessionStatus=`,
 			`● agent session approved`,
 		} {
 			assert.Contains(t, watched, line)

@@ -207,17 +207,17 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 // returns the result recorded by an earlier delivery of the same command.
 // With a forwarder, it returns the committed events to forward, their
 // gates held.
+//
+// A command is nearly always new, so the handler runs without looking for
+// an earlier result first: the record of the result is the last statement,
+// and if an earlier delivery recorded one, that record's key refuses it,
+// the transaction rolls back with everything the handler did, and the
+// earlier result is returned. The common case saves a round trip.
 func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, *committed, error) {
 	var result command.Result
 	var secret json.RawMessage
 	var events *committed
-	handled := false
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String()); err != nil || ok {
-			result = r
-			return err
-		}
-		handled = true
 		deferred := postgres.DeferOutbox(tx)
 		state, err := handler(ctx, deferred, cmd)
 		if err != nil {
@@ -257,7 +257,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		events.unlock()
 		events = nil
 	}
-	if err == nil && handled && d.forwarder == nil {
+	if err == nil && d.forwarder == nil {
 		// Nearly every command raises events; waking the sweep for the
 		// few that do not costs less than finding out.
 		d.wakeWanted.Store(true)
@@ -265,7 +265,9 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	if postgres.IsUniqueViolation(err) {
 		// Another delivery of the same command committed first: its
 		// result is the one to return. Without one, the violation is the
-		// handler's own, and run refuses the command for it.
+		// handler's own, and run refuses the command for it. (A repeat
+		// the domain refuses, since the first one changed the state, finds
+		// the first result when run records the refusal.)
 		r, ok, serr := postgres.ProcessedResult[command.Result](ctx, d.pool, Consumer, cmd.ID.String())
 		switch {
 		case serr != nil:

@@ -164,7 +164,8 @@ func TestRepeatedCommandChangesNothingAndReturnsFirstResult(t *testing.T) {
 	assert.Equal(t, 1, h.value(t, id))
 
 	// A repeat that JetStream no longer drops (its duplicate window has
-	// passed) reaches the worker, which answers from the stored result.
+	// passed) reaches the worker, which answers from the stored result:
+	// whatever the repeat's run did is rolled back.
 	body, err := json.Marshal(cmd)
 	require.NoError(t, err)
 	reply := nats.NewInbox()
@@ -181,7 +182,6 @@ func TestRepeatedCommandChangesNothingAndReturnsFirstResult(t *testing.T) {
 	require.NoError(t, json.Unmarshal(answer.Data, &third))
 	assert.Equal(t, first, third)
 	assert.Equal(t, 1, h.value(t, id))
-	assert.EqualValues(t, 1, h.calls.Load())
 
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -105,10 +106,12 @@ func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.
 		assert.Contains(t, m.Content, "--- FAIL: TestBuild", "the agent sees what failed")
 		assert.Contains(t, m.Content, "Continue working.")
 		assert.Equal(t, n, f.continuations(t, id))
-		q, err := postgres.Queues{}.Get(context.Background(), f.pool, id, f.owner)
+		// Earlier continuations were delivered and left the queue for
+		// the session's message history: the queue view shows both.
+		q, err := queries.New(f.pool, domain.SessionPool{}).Queue(context.Background(), f.owner, id)
 		require.NoError(t, err)
-		require.Len(t, q.Messages(), n)
-		assert.Equal(t, domain.MessageFromSystem, q.Messages()[n-1].Source)
+		require.Len(t, q.Messages, n)
+		assert.Equal(t, domain.MessageFromSystem, q.Messages[n-1].Source)
 		if n == 1 {
 			// A redelivered turn end asks for the same validation, and a
 			// redelivered result repeats the same continuation.
@@ -117,9 +120,9 @@ func TestFailingValidationContinuesUntilMaxContinuationsThenNotifies(t *testing.
 				protocol.CheckResult{Name: "CustomCommand", Command: failing, ExitCode: 1, Output: "--- FAIL: TestBuild\n"})
 			resultsSettled(t, f.js)
 			assert.Equal(t, 1, f.continuations(t, id))
-			q, err := postgres.Queues{}.Get(context.Background(), f.pool, id, f.owner)
+			q, err := queries.New(f.pool, domain.SessionPool{}).Queue(context.Background(), f.owner, id)
 			require.NoError(t, err)
-			assert.Len(t, q.Messages(), 1)
+			assert.Len(t, q.Messages, 1)
 		}
 
 		f.raw(t, id, "message_delivered", map[string]any{"message_id": m.MessageID, "priority": m.Priority})

@@ -2,6 +2,7 @@ package reactions
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,6 +65,12 @@ func sessionKey(m jetstream.Msg) string {
 // Handle sends every pending message the session's current status takes.
 // A message is always sent under the same command id, so one sent before
 // is not written to the sidecar twice.
+//
+// An Immediate message enqueued while the session ran is steering, the
+// case that must be fast: its event carries the message and the status,
+// and it is sent from the event alone. Every other trigger reads the
+// session's status and queue (one round trip) and sends what the status
+// takes, Immediate first.
 func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
@@ -73,24 +80,40 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	s, err := postgres.Sessions{}.Get(ctx, d.DB, id)
+	if ev, ok := steering(env); ok {
+		return deliver(ctx, d.JS, id, ev.OwnerID, domain.SessionMessage{MessageID: ev.MessageID, Content: ev.Content, Priority: ev.Priority})
+	}
+	sq, err := postgres.Queues{}.Load(ctx, d.DB, id, uuid.Nil)
 	if err != nil {
 		return err
 	}
-	q, err := postgres.Queues{}.Get(ctx, d.DB, id, s.OwnerID())
-	if err != nil {
-		return err
-	}
-	for _, msg := range q.Pending() {
-		if !domain.DeliverableIn(s.Status(), msg.Priority) {
+	for _, msg := range sq.Queue.Pending() {
+		if !domain.DeliverableIn(sq.Status, msg.Priority) {
 			continue
 		}
-		err := sendToSidecar(ctx, d.JS, id.String(), s.OwnerID().String(), "deliver/"+msg.MessageID.String(),
-			protocol.CommandSteeringMessage, protocol.SteeringMessage{
-				MessageID: msg.MessageID.String(), Content: msg.Content, Priority: string(msg.Priority)})
-		if err != nil {
+		if err := deliver(ctx, d.JS, id, sq.OwnerID, msg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// steering returns the enqueued message of env when it steers a running
+// session. An event without the message (or the status it met) is not
+// one: the queue is read instead.
+func steering(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
+	var ev domain.MessageEnqueuedEvent
+	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || json.Unmarshal(env.Data, &ev) != nil {
+		return ev, false
+	}
+	ok := ev.SessionStatus == domain.StatusRunning && ev.Priority == domain.PriorityImmediate &&
+		ev.Content != "" && ev.MessageID != uuid.Nil && ev.OwnerID != uuid.Nil
+	return ev, ok
+}
+
+// deliver sends one message to the session's sidecar.
+func deliver(ctx context.Context, js jetstream.JetStream, session, owner uuid.UUID, msg domain.SessionMessage) error {
+	return sendToSidecar(ctx, js, session.String(), owner.String(), "deliver/"+msg.MessageID.String(),
+		protocol.CommandSteeringMessage, protocol.SteeringMessage{
+			MessageID: msg.MessageID.String(), Content: msg.Content, Priority: string(msg.Priority)})
 }

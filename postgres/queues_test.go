@@ -1,0 +1,156 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/postgres"
+)
+
+// TestQueueKeepsPendingAndMovesTheRestToHistory: a queue stores only its
+// pending messages; a delivered or cancelled one moves to the message
+// history in the same transaction, and a later command naming it is
+// refused for its status, not as unknown.
+func TestQueueKeepsPendingAndMovesTheRestToHistory(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	id, _ := newSession(t, pool)
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	now := time.Now().UTC()
+	update := func(message uuid.UUID, change func(q *domain.SessionMessageQueue) error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			sq, err := postgres.Queues{}.Load(ctx, tx, id, message)
+			if err != nil {
+				return err
+			}
+			if err := change(sq.Queue); err != nil {
+				return err
+			}
+			return postgres.Queues{}.Save(ctx, tx, sq.Queue)
+		})
+	}
+	require.NoError(t, update(uuid.Nil, func(q *domain.SessionMessageQueue) error {
+		for _, m := range []uuid.UUID{a, b, c} {
+			if _, err := q.Enqueue(m, "message "+m.String(), domain.PriorityQueued, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, update(a, func(q *domain.SessionMessageQueue) error { return q.MarkDelivered(a, now) }))
+	require.NoError(t, update(b, func(q *domain.SessionMessageQueue) error { return q.Cancel(b, now) }))
+
+	var doc struct {
+		Messages     []domain.SessionMessage `json:"messages"`
+		NextSequence int64                   `json:"nextSequence"`
+	}
+	var raw []byte
+	require.NoError(t, pool.QueryRow(ctx, "SELECT doc FROM message_queues WHERE session_id = $1", id).Scan(&raw))
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Messages, 1, "the queue's document holds what still waits")
+	assert.Equal(t, c, doc.Messages[0].MessageID)
+	assert.Equal(t, int64(3), doc.NextSequence)
+	statuses := map[uuid.UUID]string{}
+	rows, err := pool.Query(ctx, "SELECT message_id, status FROM message_history WHERE session_id = $1", id)
+	require.NoError(t, err)
+	for rows.Next() {
+		var m uuid.UUID
+		var st string
+		require.NoError(t, rows.Scan(&m, &st))
+		statuses[m] = st
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, map[uuid.UUID]string{a: "Delivered", b: "Cancelled"}, statuses)
+
+	var te *domain.TransitionError
+	require.ErrorAs(t, update(a, func(q *domain.SessionMessageQueue) error { return q.Cancel(a, now) }), &te)
+	assert.Equal(t, "Delivered", te.CurrentStatus())
+	err = update(b, func(q *domain.SessionMessageQueue) error {
+		_, err := q.Enqueue(b, "again", domain.PriorityQueued, domain.MessageFromUser, domain.StatusRunning, now)
+		return err
+	})
+	require.ErrorIs(t, err, domain.ErrDuplicate, "a message id that left the queue is not taken again")
+	require.ErrorIs(t, update(uuid.New(), func(q *domain.SessionMessageQueue) error { return q.Cancel(uuid.New(), now) }), domain.ErrNotFound)
+	_, err = postgres.Queues{}.Load(ctx, pool, uuid.New(), uuid.Nil)
+	require.ErrorIs(t, err, postgres.ErrNotFound, "a session that does not exist has no queue")
+}
+
+// TestMessageHistoryMigrationMovesSettledMessages: the migration that
+// introduced the message history moves the delivered and cancelled
+// messages of existing queues there and keeps their pending ones and
+// their sequence.
+func TestMessageHistoryMigrationMovesSettledMessages(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	id, _ := newSession(t, pool)
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	msg := func(seq int64, status domain.MessageStatus) domain.SessionMessage {
+		m := domain.SessionMessage{MessageID: uuid.New(), Content: "m", Priority: domain.PriorityQueued, Status: status,
+			Source: domain.MessageFromUser, Sequence: seq, CreatedAt: at}
+		if status == domain.MessageDelivered {
+			m.DeliveredAt = &at
+		}
+		return m
+	}
+	old := []domain.SessionMessage{msg(0, domain.MessageDelivered), msg(1, domain.MessagePending),
+		msg(2, domain.MessageCancelled), msg(3, domain.MessagePending), msg(4, domain.MessageDelivered)}
+	raw, err := json.Marshal(map[string]any{"messages": old})
+	require.NoError(t, err)
+	script, err := os.ReadFile("../migrations/011_message_history.sql")
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// The database as it was before: queues held every message.
+		if _, err := tx.Exec(ctx, "DROP TABLE message_history"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO message_queues (session_id, owner_id, version, doc) SELECT id, owner_id, 7, $2 FROM sessions WHERE id = $1", id, raw); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, string(script))
+		return err
+	}))
+
+	q, err := postgres.Queues{}.Get(ctx, pool, id, uuid.Nil)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.SessionMessage{old[1], old[3]}, q.Messages())
+	assert.Equal(t, int64(5), q.NextSequence())
+	assert.Equal(t, int64(7), q.Version())
+	var moved []domain.SessionMessage
+	rows, err := pool.Query(ctx, "SELECT doc FROM message_history WHERE session_id = $1 ORDER BY sequence", id)
+	require.NoError(t, err)
+	for rows.Next() {
+		var doc []byte
+		require.NoError(t, rows.Scan(&doc))
+		var m domain.SessionMessage
+		require.NoError(t, json.Unmarshal(doc, &m))
+		moved = append(moved, m)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []domain.SessionMessage{old[0], old[2], old[4]}, moved)
+}
+
+// newSession stores a new session and returns its id and owner.
+func newSession(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) (uuid.UUID, uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	id, owner := uuid.New(), uuid.New()
+	budget, err := domain.NewSessionBudget(domain.Dollars(5), 0)
+	require.NoError(t, err)
+	s, err := domain.NewAgentSession(domain.NewSessionParams{ID: id, OwnerID: owner, WorkingDirectory: "/work/repo",
+		Objective: "Rotate the logs", ModelID: "claude-sonnet-4-5", Budget: budget, Now: time.Now()})
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return postgres.Sessions{}.Add(ctx, tx, s) }))
+	return id, owner
+}
