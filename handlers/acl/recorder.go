@@ -95,6 +95,9 @@ func (r *recorder) record(ctx context.Context, row *postgres.ActivityRow, msg *n
 	case <-ctx.Done():
 		// The write goes on; the redelivered raw event finds it done.
 		return ctx.Err()
+	case <-r.stopped:
+		// Left unwritten, or written: the redelivery sees to either.
+		return errRecorderStopped
 	}
 }
 
