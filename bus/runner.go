@@ -66,8 +66,12 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 	if cfg.OrderKey != nil {
 		lanes = make([]chan jetstream.Msg, cfg.Concurrency)
 	}
+	buffer := 0
+	if cfg.OrderKey != nil {
+		buffer = max(cfg.LaneBuffer, 0)
+	}
 	for i := range lanes {
-		lanes[i] = make(chan jetstream.Msg)
+		lanes[i] = make(chan jetstream.Msg, buffer)
 	}
 	r.lanes = lanes
 	var wg sync.WaitGroup
@@ -75,6 +79,12 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		lane := lanes[i%len(lanes)]
 		wg.Go(func() {
 			for m := range lane {
+				if buffer > 0 && ctx.Err() != nil {
+					// Waiting in the lane when the run ends: handed back
+					// like the fetched messages no lane took.
+					r.nakNow(m)
+					continue
+				}
 				r.handle(base, m)
 			}
 		})

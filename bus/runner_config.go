@@ -67,6 +67,11 @@ type RunnerConfig struct {
 	// A fetched message's ack wait runs while it waits, so keep BatchSize /
 	// Concurrency × handler time below the ack wait. Default max(16, 2×Concurrency).
 	BatchSize int
+	// LaneBuffer, with an OrderKey, is how many fetched messages may wait
+	// in each key's lane while its handler runs, so that one busy key does
+	// not hold back the messages of the keys behind it. Default 0: the
+	// fetched messages wait for the busy lane.
+	LaneBuffer int
 	// MaxDeliver is how many times the handler is tried before the message
 	// is dead-lettered, when the consumer's max_deliver does not say.
 	// Default 5. The consumer is given max_deliver = MaxDeliver+1: the spare

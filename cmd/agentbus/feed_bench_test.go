@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/bus"
+	feedpkg "github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/relay"
 )
@@ -87,7 +88,8 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 // streaming 50 raw events a second to two SSE clients of its session
 // stream, and measures the time from the raw event's XADD to each SSE
 // client receiving it, beside the relay's own latency (XADD to a
-// JetStream consumer of AGENTS_SIDECAR_EVENTS) in the same run. b.N is the
+// JetStream consumer of AGENTS_SIDECAR_EVENTS) and the ACL's (XADD to a
+// JetStream consumer of the feed items on AGENTS_EVENTS) in the same run. b.N is the
 // number of raw events; run with e.g. -benchtime=5000x.
 func BenchmarkLiveFeed(b *testing.B) {
 	const (
@@ -163,6 +165,7 @@ func BenchmarkLiveFeed(b *testing.B) {
 
 	feed := &latencies{sent: make([]atomic.Int64, b.N), want: b.N * subscribers, all: make(chan struct{})}
 	relayed := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{})}
+	recorded := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{})}
 
 	// The relay's own latency: a consumer of the raw events.
 	raw, err := js.OrderedConsumer(ctx, bus.StreamSidecarEvents, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -182,6 +185,24 @@ func BenchmarkLiveFeed(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(cc.Stop)
 
+	// The ACL's latency: a consumer of the feed items it publishes.
+	items, err := js.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{bus.EventSubject(feedpkg.Aggregate, "*", feedpkg.KindAssistantText)},
+		DeliverPolicy:  jetstream.DeliverNewPolicy})
+	require.NoError(b, err)
+	ic, err := items.Consume(func(m jetstream.Msg) {
+		now := time.Now()
+		var env bus.Envelope
+		if json.Unmarshal(m.Data(), &env) != nil {
+			return
+		}
+		var d feedpkg.LiveAssistantText
+		_ = json.Unmarshal(env.Data, &d)
+		recorded.add(itemNumber(d.Text), now)
+	})
+	require.NoError(b, err)
+	b.Cleanup(ic.Stop)
+
 	// Two SSE clients per session.
 	var opened sync.WaitGroup
 	for _, id := range ids {
@@ -196,7 +217,7 @@ func BenchmarkLiveFeed(b *testing.B) {
 			go func() {
 				defer resp.Body.Close()
 				sc := bufio.NewScanner(resp.Body)
-				sc.Buffer(make([]byte, 1<<20), 1<<20)
+				sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 				first := true
 				event := ""
 				for sc.Scan() {
@@ -234,12 +255,16 @@ func BenchmarkLiveFeed(b *testing.B) {
 		}}).Err())
 	}
 	relayLat := relayed.wait(b, "relay")
+	aclLat := recorded.wait(b, "acl")
 	feedLat := feed.wait(b, "feed")
 	b.StopTimer()
 	r50, r99 := percentiles(relayLat)
+	a50, a99 := percentiles(aclLat)
 	f50, f99 := percentiles(feedLat)
 	b.ReportMetric(r50, "relay-p50-ms")
 	b.ReportMetric(r99, "relay-p99-ms")
+	b.ReportMetric(a50, "acl-p50-ms")
+	b.ReportMetric(a99, "acl-p99-ms")
 	b.ReportMetric(f50, "feed-p50-ms")
 	b.ReportMetric(f99, "feed-p99-ms")
 	b.ReportMetric(0, "ns/op")

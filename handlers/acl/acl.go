@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/jsontext"
+	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -42,9 +44,10 @@ type Worker struct {
 	client  *command.Client
 	timeout time.Duration
 	log     *slog.Logger
-	// feed publishes what is recorded on the session's live feed; Run
-	// sets it.
+	// feed makes the live feed's items of what is recorded; Run sets it.
 	feed *feedPublisher
+	// rec writes the activity items and feed items.
+	rec *recorder
 	// sessions reads a session's status.
 	sessions *queries.Store
 }
@@ -52,19 +55,32 @@ type Worker struct {
 // New returns the ACL worker; client sends the commands and waits for
 // their results, so that one session's commands apply in order.
 func New(pool *pgxpool.Pool, client *command.Client) *Worker {
-	return &Worker{pool: pool, client: client, timeout: 30 * time.Second,
+	return &Worker{pool: pool, client: client, timeout: 30 * time.Second, rec: newRecorder(pool),
 		log: slog.Default().With("component", "acl"), sessions: queries.New(pool, domain.SessionPool{})}
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are handled one at a time, in order; sessions run concurrently.
+// are handled one at a time, in order; sessions run concurrently, and what
+// they record is written together (see recorder).
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
-	w.feed = newFeedPublisher(js, w.pool)
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MinBatch: 2})
+	if err != nil {
+		return err
+	}
+	w.feed = newFeedPublisher(w.pool)
+	// The recorder outlives ctx as long as the runner's handlers do.
+	recCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	w.rec.start(recCtx, pub)
 	return bus.Run(ctx, js, bus.RunnerConfig{
-		Stream:      bus.StreamSidecarEvents,
-		Consumer:    Consumer,
-		Handler:     w.Handle,
-		Concurrency: 8,
+		Stream:   bus.StreamSidecarEvents,
+		Consumer: Consumer,
+		Handler:  w.Handle,
+		// Many sessions in flight at once make the recorder's writes
+		// large; a busy session's lane holds its next events without
+		// holding up the other sessions'.
+		Concurrency: 256,
+		LaneBuffer:  8,
 		OrderKey:    sessionOf,
 	})
 }
@@ -118,12 +134,19 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
 	}
 	record := func() error {
-		recorded, err := recordActivity(ctx, w.pool, meta.Sequence.Stream, ev.Type, tr.toolUseID, tr.activity)
-		if err != nil || w.feed == nil {
+		seq := meta.Sequence.Stream
+		item, err := activityItem(ctx, w.pool, seq, ev.Type, tr.toolUseID, tr.activity)
+		if err != nil {
 			return err
 		}
-		kind, data := feedItem(ev, recorded, tr.toolUseID)
-		return w.feed.publish(ctx, sessionID, meta.Sequence.Stream, kind, at, data)
+		var msg *nats.Msg
+		if w.feed != nil {
+			kind, data := feedItem(ev, item, tr.toolUseID)
+			if msg, err = w.feed.message(ctx, sessionID, seq, kind, at, data); err != nil {
+				return err
+			}
+		}
+		return w.rec.record(ctx, &postgres.ActivityRow{Item: item, Seq: seq, RawType: ev.Type, ToolUseID: tr.toolUseID}, msg)
 	}
 	if tr.ack && terr == nil {
 		// An ack's item says what it did, so it is recorded after its
@@ -219,7 +242,11 @@ func (w *Worker) publishTextDelta(ctx context.Context, ev protocol.RawEvent, ses
 	if w.feed == nil {
 		return nil
 	}
-	return w.feed.publish(ctx, sessionID, seq, feed.KindTextDelta, at, d)
+	msg, err := w.feed.message(ctx, sessionID, seq, feed.KindTextDelta, at, d)
+	if err != nil {
+		return err
+	}
+	return w.rec.record(ctx, nil, msg)
 }
 
 var errUnknownType = errors.New("unknown raw event type")

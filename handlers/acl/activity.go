@@ -18,6 +18,17 @@ import (
 // stream sequence, so a redelivered raw event adds nothing. It returns the
 // item as recorded, for the live feed.
 func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType, toolUseID string, a domain.ActivityItem) (domain.ActivityItem, error) {
+	item, err := activityItem(ctx, pool, seq, rawType, toolUseID, a)
+	if err != nil {
+		return item, err
+	}
+	return item, postgres.InsertActivityItem(ctx, pool, item, seq, rawType, toolUseID)
+}
+
+// activityItem is the activity item to record for the raw event at seq:
+// its id derives from the raw event, and a tool result takes its call's
+// tool name, which the call's item recorded before.
+func activityItem(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType, toolUseID string, a domain.ActivityItem) (domain.ActivityItem, error) {
 	if a.Type == domain.ActivityToolCallEnd && a.ToolName == "" && toolUseID != "" {
 		// The result names only its call: the call's item has the tool.
 		tool, err := queries.ToolOfCall(ctx, pool, a.SessionID, toolUseID)
@@ -41,5 +52,5 @@ func recordActivity(ctx context.Context, pool *pgxpool.Pool, seq uint64, rawType
 			return item, err
 		}
 	}
-	return item, postgres.InsertActivityItem(ctx, pool, item, seq, rawType, toolUseID)
+	return item, nil
 }

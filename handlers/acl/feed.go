@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
@@ -19,21 +19,20 @@ import (
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
-// feedPublisher puts what the ACL records onto the session's live feed.
-// It publishes after the activity item is stored and before the raw
-// event's commands are sent, so the feed shows what the agent did before
-// what it caused. The message id derives from the raw event's session and
+// feedPublisher makes the live feed's items of what the ACL records. The
+// recorder publishes each with its activity item, before the raw event's
+// commands are sent, so the feed shows what the agent did before what it
+// caused. The message id derives from the raw event's session and
 // sequence: a redelivered raw event publishes nothing new.
 type feedPublisher struct {
-	js     jetstream.JetStream
 	owners *queries.Store
 	// owner caches each session's owner, which never changes; the feed of
 	// all of a caller's sessions filters on it.
 	owner sync.Map
 }
 
-func newFeedPublisher(js jetstream.JetStream, pool *pgxpool.Pool) *feedPublisher {
-	return &feedPublisher{js: js, owners: queries.New(pool, domain.SessionPool{})}
+func newFeedPublisher(pool *pgxpool.Pool) *feedPublisher {
+	return &feedPublisher{owners: queries.New(pool, domain.SessionPool{})}
 }
 
 func (f *feedPublisher) ownerOf(ctx context.Context, sessionID uuid.UUID) (string, error) {
@@ -48,16 +47,16 @@ func (f *feedPublisher) ownerOf(ctx context.Context, sessionID uuid.UUID) (strin
 	return o, nil
 }
 
-// publish puts one feed item of kind, made from the raw event at seq, on
-// agents.evt.activity.<sessionId>.<kind>.
-func (f *feedPublisher) publish(ctx context.Context, sessionID uuid.UUID, seq uint64, kind string, at time.Time, data any) error {
+// message makes the feed item of kind, made from the raw event at seq,
+// for agents.evt.activity.<sessionId>.<kind>.
+func (f *feedPublisher) message(ctx context.Context, sessionID uuid.UUID, seq uint64, kind string, at time.Time, data any) (*nats.Msg, error) {
 	owner, err := f.ownerOf(ctx, sessionID)
 	if err != nil {
-		return fmt.Errorf("acl: owner of %s: %w", sessionID, err)
+		return nil, fmt.Errorf("acl: owner of %s: %w", sessionID, err)
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return bus.Permanent(err)
+		return nil, bus.Permanent(err)
 	}
 	env := bus.Envelope{
 		ID:          uuid.NewSHA1(commandNamespace, []byte(sessionID.String()+"/feed/"+strconv.FormatUint(seq, 10))).String(),
@@ -70,12 +69,9 @@ func (f *feedPublisher) publish(ctx context.Context, sessionID uuid.UUID, seq ui
 	}
 	msg, err := bus.NewMsg(ctx, bus.EventSubject(feed.Aggregate, sessionID.String(), kind), env)
 	if err != nil {
-		return bus.Permanent(err)
+		return nil, bus.Permanent(err)
 	}
-	if _, err := bus.PublishMsg(ctx, f.js, msg); err != nil {
-		return fmt.Errorf("acl: publish feed item: %w", err)
-	}
-	return nil
+	return msg, nil
 }
 
 // feedItem is the feed's view of a recorded activity item: the tool calls,
