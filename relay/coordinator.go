@@ -246,7 +246,10 @@ func (c *coordinator) reconcile(ctx context.Context) {
 				continue
 			}
 			c.r.mu.Lock()
-			ctl.draining = rec.State == StateDraining
+			if draining := rec.State == StateDraining; ctl.draining != draining {
+				ctl.draining = draining
+				c.r.wantGen.Add(1)
+			}
 			drained, ended := ctl.drained, ctl.ended
 			c.r.mu.Unlock()
 			switch {

@@ -38,6 +38,7 @@ func (c *coordinator) claim(ctx context.Context, id string, v *recView) {
 func (c *coordinator) hold(id string, draining bool) {
 	c.r.mu.Lock()
 	c.r.want[id] = &control{draining: draining}
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	c.r.wakeUp()
 }
@@ -45,6 +46,7 @@ func (c *coordinator) hold(id string, draining bool) {
 func (c *coordinator) drop(id string) {
 	c.r.mu.Lock()
 	delete(c.r.want, id)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	c.r.wakeUp()
 }
@@ -52,6 +54,7 @@ func (c *coordinator) drop(id string) {
 func (c *coordinator) dropAll() {
 	c.r.mu.Lock()
 	clear(c.r.want)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	c.releasing = map[string]chan struct{}{}
 	c.r.wakeUp()
@@ -64,6 +67,7 @@ func (c *coordinator) release(id string) {
 	if ctl := c.r.want[id]; ctl != nil && ctl.release == nil {
 		ctl.release = ch
 		c.releasing[id] = ch
+		c.r.wantGen.Add(1)
 	}
 	c.r.mu.Unlock()
 	c.r.wakeUp()
@@ -74,6 +78,7 @@ func (c *coordinator) finishRelease(ctx context.Context, id string) {
 	delete(c.releasing, id)
 	c.r.mu.Lock()
 	delete(c.r.want, id)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	v := c.recs[id]
 	if v == nil || v.rec.Owner != c.owner() {
@@ -105,6 +110,7 @@ func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, c
 	ctl.ended = false
 	if err == nil {
 		ctl.draining = true
+		c.r.wantGen.Add(1)
 	}
 	c.r.mu.Unlock()
 	if err == nil {

@@ -24,13 +24,23 @@ const syncConcurrency = 16
 // again later, so it does not hold the others up; any other error stops
 // the round.
 func (p *pump) sync(ctx context.Context) error {
+	if !p.needSync {
+		return nil
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(syncConcurrency)
 	now := time.Now()
+	var started []*session
+	waiting := false
 	for _, s := range p.order {
-		if s.synced || now.Before(s.retryAt) {
+		if s.synced {
 			continue
 		}
+		if now.Before(s.retryAt) {
+			waiting = true
+			continue
+		}
+		started = append(started, s)
 		g.Go(func() error {
 			err := p.syncOne(gctx, s)
 			var rerr redis.Error
@@ -49,7 +59,17 @@ func (p *pump) sync(ctx context.Context) error {
 			return nil
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	for _, s := range started {
+		if s.synced {
+			// Its pending entries are read next.
+			p.enqueue(s)
+		} else {
+			waiting = true
+		}
+	}
+	p.needSync = waiting || err != nil
+	return err
 }
 
 // syncOne finds where the session's relaying stopped and makes sure its
