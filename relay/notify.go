@@ -147,7 +147,7 @@ func (n *notifier) listen(ctx context.Context) error {
 // probe writes and deletes an entry of the relay's own stream, which
 // publishes its key on the channel if notifications are on.
 func (n *notifier) probe(ctx context.Context) error {
-	_, err := n.r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := n.r.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: n.probeKey, MaxLen: 1, Values: []any{"probe", "1"}})
 		pipe.Del(ctx, n.probeKey)
 		return nil

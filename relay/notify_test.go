@@ -3,12 +3,15 @@ package relay_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -92,4 +95,48 @@ func TestWithoutNotifications(t *testing.T) {
 		want[id] = 20
 	}
 	checkSequences(t, e.readEvents(400), want)
+}
+
+// relayACL is the Redis ACL of a relay's user as relay/README.md gives it.
+const relayACL = "on >relay-secret ~agent:* &__keyevent@0__:xadd +@stream +@scripting +set +exists +del +subscribe +ping +client|id +client|unblock +hello +auth"
+
+// TestRelayRedisUser runs the relay as a Redis user with only the
+// permissions relay/README.md lists: it reads with notifications, relays
+// events, writes commands and trims.
+func TestRelayRedisUser(t *testing.T) {
+	e := newEnv(t)
+	srv := e.privateRedis()
+	ctx := context.Background()
+	require.NoError(t, e.rdb.Do(ctx, append([]any{"ACL", "SETUSER", "relay"}, anySlice(strings.Fields(relayACL))...)...).Err())
+	e.redisURL = strings.Replace(srv.URL(), "redis://", "redis://relay:relay-secret@", 1)
+
+	ids := newSessions(5)
+	e.activate(ids...)
+	p := e.start("relay-a", func(c *relay.Config) {
+		c.TrimInterval = 100 * time.Millisecond
+		c.TrimKeep = 2
+	})
+	require.Eventually(t, func() bool { return len(p.relay.Held()) == len(ids) && p.relay.Notifying() }, wait, 10*time.Millisecond)
+	want := map[string]int{}
+	for _, id := range ids {
+		require.NoError(t, xadd(ctx, e.rdb, id, 0, 10))
+		want[id] = 10
+	}
+	checkSequences(t, e.readEvents(50), want)
+
+	cmd := bus.Envelope{ID: uuid.NewString(), Type: "pause", Aggregate: "session", AggregateID: ids[0], OccurredAt: time.Now()}
+	publishCommand(t, e.js, ids[0], cmd, "")
+	require.Eventually(t, func() bool { return len(commandEntries(t, e.rdb, ids[0])) == 1 }, wait, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		n, err := e.rdb.XLen(ctx, relay.EventsKey(ids[0])).Result()
+		return err == nil && n == 2
+	}, wait, 20*time.Millisecond, "the relay should trim what it relayed")
+}
+
+func anySlice(s []string) []any {
+	a := make([]any, len(s))
+	for i, v := range s {
+		a[i] = v
+	}
+	return a
 }

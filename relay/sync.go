@@ -14,8 +14,10 @@ import (
 	"github.com/agentbus/agentbus/bus"
 )
 
-// syncConcurrency bounds the sessions prepared at once.
-const syncConcurrency = 16
+// syncConcurrency bounds the sessions prepared at once: a few round trips
+// each, to JetStream and Redis, so a relay taking up many sessions at once
+// keeps many in flight.
+const syncConcurrency = 64
 
 // sync prepares the sessions that are not: after taking a lease, after a
 // publish that failed in an unknown state, after Redis lost a group.
