@@ -98,7 +98,12 @@ func (p *pump) syncOne(ctx context.Context, s *session) error {
 	}
 	rdb := p.r.rdb
 	group := p.r.cfg.Group
-	if err := rdb.XGroupCreateMkStream(ctx, s.key, group, start).Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+	err = rdb.XGroupCreateMkStream(ctx, s.key, group, start).Err()
+	switch {
+	case err == nil:
+		// A new group: no consumer has read anything to claim.
+		s.claimed = true
+	case !redis.HasErrorPrefix(err, "BUSYGROUP"):
 		return err
 	}
 	if !s.claimed {
