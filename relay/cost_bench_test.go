@@ -95,7 +95,9 @@ func benchRedisCost(b *testing.B, live int) {
 	waitStored(b, e.js, uint64(live))
 	uptake := float64(live) / time.Since(start).Seconds()
 
-	// Forwarding: 100 of the sessions write, one event a second each.
+	// Forwarding: 100 of the sessions write, one event a second each, once
+	// the first events are trimmed.
+	time.Sleep(trimEvery + 2*time.Second)
 	cpu0 = redisCPU(b, e.rdb)
 	n = paceWrites(b, e.rdb, ids[:costActive], activeFor, 1)
 	waitStored(b, e.js, uint64(live+n))
