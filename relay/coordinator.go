@@ -38,6 +38,7 @@ type coordinator struct {
 	releasing  map[string]chan struct{}
 	deadCache  map[string]bool
 	sessionsOK bool
+	held       bool // a session was taken since the pump was last woken
 }
 
 // kvTimeout bounds one KV operation of the coordinator. The heartbeat has
@@ -231,6 +232,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 	}
 	c.r.mu.Unlock()
 
+	var claims []claimJob
 	for id, v := range c.recs {
 		if _, busy := c.releasing[id]; busy {
 			continue
@@ -246,7 +248,10 @@ func (c *coordinator) reconcile(ctx context.Context) {
 				continue
 			}
 			c.r.mu.Lock()
-			ctl.draining = rec.State == StateDraining
+			if draining := rec.State == StateDraining; ctl.draining != draining {
+				ctl.draining = draining
+				c.r.wantGen.Add(1)
+			}
 			drained, ended := ctl.drained, ctl.ended
 			c.r.mu.Unlock()
 			switch {
@@ -267,7 +272,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 				c.orphaned[id] = now
 			}
 			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
-				c.claim(ctx, id, v)
+				claims = append(claims, claimJob{id: id, v: v})
 			}
 		default:
 			if ctl != nil {
@@ -277,7 +282,7 @@ func (c *coordinator) reconcile(ctx context.Context) {
 			name, inc, _ := strings.Cut(rec.Owner, "/")
 			if name == c.r.cfg.Name {
 				// An earlier run of this relay held it.
-				c.claim(ctx, id, v)
+				claims = append(claims, claimJob{id: id, v: v})
 				continue
 			}
 			if !c.dead(ctx, name, inc, now) {
@@ -290,9 +295,14 @@ func (c *coordinator) reconcile(ctx context.Context) {
 				c.orphaned[id] = now
 			}
 			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
-				c.claim(ctx, id, v)
+				claims = append(claims, claimJob{id: id, v: v})
 			}
 		}
+	}
+	c.claimAll(ctx, claims)
+	if c.held {
+		c.held = false
+		c.r.wakeUp()
 	}
 	for id := range held {
 		_, listed := c.recs[id]

@@ -7,44 +7,77 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
-// claim takes the lease of a session whose record is v.
-func (c *coordinator) claim(ctx context.Context, id string, v *recView) {
-	if !c.r.leaseValid() {
-		return
-	}
-	rec := SessionRecord{State: v.rec.State, Owner: c.owner()}
-	value, _ := json.Marshal(rec)
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	rev, err := c.sessions.Update(cctx, id, value, v.rev)
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
-			c.r.log.Warn("taking lease failed", "session_id", id, "err", err)
-		}
-		return
-	}
-	if v.rec.Owner != "" {
-		c.r.log.Info("lease taken over", "session_id", id, "from", v.rec.Owner)
-	} else {
-		c.r.log.Info("lease taken", "session_id", id)
-	}
-	v.rec, v.rev = rec, rev
-	delete(c.orphaned, id)
-	c.hold(id, rec.State == StateDraining)
+// claimJob is a lease to take: the session and its record.
+type claimJob struct {
+	id string
+	v  *recView
+	// Set by the update.
+	rec SessionRecord
+	rev uint64
+	err error
 }
 
+// claimConcurrency bounds the lease updates in flight at once: each waits
+// for JetStream to store it, so one at a time would limit how fast a relay
+// takes up new sessions.
+const claimConcurrency = 32
+
+// claimAll takes the leases of jobs.
+func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
+	if len(jobs) == 0 || !c.r.leaseValid() {
+		return
+	}
+	owner := c.owner()
+	g := errgroup.Group{}
+	g.SetLimit(claimConcurrency)
+	for i := range jobs {
+		j := &jobs[i]
+		g.Go(func() error {
+			j.rec = SessionRecord{State: j.v.rec.State, Owner: owner}
+			value, _ := json.Marshal(j.rec)
+			cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+			defer cancel()
+			j.rev, j.err = c.sessions.Update(cctx, j.id, value, j.v.rev)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i := range jobs {
+		j := &jobs[i]
+		if j.err != nil {
+			if !errors.Is(j.err, jetstream.ErrKeyRevisionMismatch) && ctx.Err() == nil {
+				c.r.log.Warn("taking lease failed", "session_id", j.id, "err", j.err)
+			}
+			continue
+		}
+		if j.v.rec.Owner != "" {
+			c.r.log.Info("lease taken over", "session_id", j.id, "from", j.v.rec.Owner)
+		} else {
+			c.r.log.Info("lease taken", "session_id", j.id)
+		}
+		j.v.rec, j.v.rev = j.rec, j.rev
+		delete(c.orphaned, j.id)
+		c.hold(j.id, j.rec.State == StateDraining)
+	}
+}
+
+// hold starts relaying a session; reconcile wakes the pump once for all it
+// took.
 func (c *coordinator) hold(id string, draining bool) {
 	c.r.mu.Lock()
 	c.r.want[id] = &control{draining: draining}
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
-	c.r.wakeUp()
+	c.held = true
 }
 
 func (c *coordinator) drop(id string) {
 	c.r.mu.Lock()
 	delete(c.r.want, id)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	c.r.wakeUp()
 }
@@ -52,6 +85,7 @@ func (c *coordinator) drop(id string) {
 func (c *coordinator) dropAll() {
 	c.r.mu.Lock()
 	clear(c.r.want)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	c.releasing = map[string]chan struct{}{}
 	c.r.wakeUp()
@@ -64,6 +98,7 @@ func (c *coordinator) release(id string) {
 	if ctl := c.r.want[id]; ctl != nil && ctl.release == nil {
 		ctl.release = ch
 		c.releasing[id] = ch
+		c.r.wantGen.Add(1)
 	}
 	c.r.mu.Unlock()
 	c.r.wakeUp()
@@ -74,6 +109,7 @@ func (c *coordinator) finishRelease(ctx context.Context, id string) {
 	delete(c.releasing, id)
 	c.r.mu.Lock()
 	delete(c.r.want, id)
+	c.r.wantGen.Add(1)
 	c.r.mu.Unlock()
 	v := c.recs[id]
 	if v == nil || v.rec.Owner != c.owner() {
@@ -105,6 +141,7 @@ func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, c
 	ctl.ended = false
 	if err == nil {
 		ctl.draining = true
+		c.r.wantGen.Add(1)
 	}
 	c.r.mu.Unlock()
 	if err == nil {

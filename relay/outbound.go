@@ -161,6 +161,7 @@ func (r *Relay) outbound(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("write command %s to session %s: %w", cmd.ID, cmd.SessionID, err)
 			}
+			r.touch(cmd.SessionID)
 			if !written {
 				r.log.Debug("command written before, skipping", "session_id", cmd.SessionID, "command_id", cmd.ID)
 			}

@@ -14,9 +14,13 @@ import (
 )
 
 // pump relays the event streams of the held sessions: one XREADGROUP over
-// all of them, the entries published in order as atomic batches, then XACK.
-// Only after a batch is stored does the next one go out, so a session's
-// events reach JetStream in stream order and a failure never leaves a gap.
+// the streams with new entries, the entries published in order as atomic
+// batches, then XACK. Only after a batch is stored does the next one go
+// out, so a session's events reach JetStream in stream order and a failure
+// never leaves a gap.
+//
+// Which streams have new entries it learns from the notifier; while
+// notifications are not known to arrive, it reads every stream each round.
 type pump struct {
 	r          *Relay
 	pub        *bus.Publisher
@@ -29,7 +33,19 @@ type pump struct {
 	readClient *redis.Client
 	idle       bool
 	failures   int
+
+	gen      uint64     // Relay.wantGen applied last
+	needSync bool       // some session is not synced
+	queue    []*session // sessions to read, with notifications
+	draining []*session
+	// nextSweep is when every held stream is read next, with notifications.
+	nextSweep time.Time
 }
+
+// readKeys bounds the streams one read names, with notifications: a read
+// of many streams is a long command for Redis, during which it serves no
+// one else.
+const readKeys = 500
 
 // session is the pump's state of one held session.
 type session struct {
@@ -55,6 +71,13 @@ type session struct {
 	read     int  // entries read in the current round
 	live     bool // the current round reads new entries
 	draining bool
+	// queued is set while the session waits in the pump's queue.
+	queued bool
+	// gone is set once the pump stopped relaying the session.
+	gone bool
+	// checked is when a quiet draining session was last read to see
+	// whether it is drained.
+	checked time.Time
 }
 
 func newPump(r *Relay) (*pump, error) {
@@ -147,7 +170,9 @@ func (p *pump) fail(ctx context.Context, what string, err error) {
 	}
 	for _, s := range p.order {
 		s.cursor = "0-0"
+		p.enqueue(s)
 	}
+	p.needSync = true
 	p.idle = false
 	sleep(ctx, backoff(p.failures))
 	p.failures++
@@ -156,6 +181,11 @@ func (p *pump) fail(ctx context.Context, what string, err error) {
 // reconcile applies the coordinator's decisions: new sessions, sessions to
 // release or drop, draining ones.
 func (p *pump) reconcile() {
+	gen := p.r.wantGen.Load()
+	if gen == p.gen {
+		return
+	}
+	p.gen = gen
 	changed := false
 	p.r.mu.Lock()
 	for id, ctl := range p.r.want {
@@ -163,6 +193,7 @@ func (p *pump) reconcile() {
 		if ctl.release != nil {
 			if s != nil {
 				delete(p.sessions, id)
+				s.gone = true
 				changed = true
 			}
 			select {
@@ -173,8 +204,12 @@ func (p *pump) reconcile() {
 			continue
 		}
 		if s == nil || s.ctl != ctl {
+			if s != nil {
+				s.gone = true
+			}
 			s = &session{id: id, key: EventsKey(id), ctl: ctl, cursor: "0-0", lastRead: time.Now()}
 			p.sessions[id] = s
+			p.needSync = true
 			changed = true
 		}
 		s.draining = ctl.draining
@@ -182,10 +217,17 @@ func (p *pump) reconcile() {
 	for id, s := range p.sessions {
 		if ctl, ok := p.r.want[id]; !ok || ctl != s.ctl {
 			delete(p.sessions, id)
+			s.gone = true
 			changed = true
 		}
 	}
 	p.r.mu.Unlock()
+	p.draining = p.draining[:0]
+	for _, s := range p.sessions {
+		if s.draining {
+			p.draining = append(p.draining, s)
+		}
+	}
 	if changed {
 		p.order = p.order[:0]
 		clear(p.byKey)
@@ -213,31 +255,45 @@ type batch struct {
 	acks map[*session][]string
 }
 
-// round reads from every held session and publishes what it read.
+// round reads from the held sessions with new entries (from every held
+// session without notifications) and publishes what it read.
 func (p *pump) round(ctx context.Context) error {
 	cfg := p.r.cfg
-	live := true
-	for _, s := range p.order {
-		s.live = s.synced && s.cursor == ">"
-		live = live && (s.live || !s.synced)
-		s.read = 0
-	}
+	var list []*session
 	block := time.Duration(-1)
-	if live && p.idle {
-		block = cfg.Block
-	}
-	b := &batch{acks: map[*session][]string{}}
-	list := p.ready[:0]
-	for _, s := range p.order {
-		if s.synced {
-			list = append(list, s)
+	notified := p.r.notifying.Load()
+	if notified {
+		list = p.pick(time.Now())
+		if len(list) == 0 {
+			p.wait(ctx, max(min(cfg.Block, time.Until(p.nextSweep)), time.Millisecond))
+			return nil
+		}
+	} else {
+		// Every stream is read: the marks are not needed.
+		p.r.takeDirty()
+		live := true
+		list = p.ready[:0]
+		for _, s := range p.order {
+			live = live && (!s.synced || s.cursor == ">")
+			if s.synced {
+				list = append(list, s)
+			}
+		}
+		p.ready = list
+		if len(list) == 0 {
+			p.wait(ctx, cfg.Block)
+			return nil
+		}
+		if live && p.idle {
+			block = cfg.Block
 		}
 	}
-	p.ready = list
-	if len(list) == 0 {
-		p.wait(ctx, cfg.Block)
-		return nil
+	for _, s := range list {
+		s.live = s.cursor == ">"
+		s.read = 0
 	}
+	round := list
+	b := &batch{acks: map[*session][]string{}}
 	// COUNT applies to each stream: reading all sessions at once with at
 	// most MaxBatch entries in all (one per session when there are more)
 	// bounds the memory a round takes.
@@ -253,6 +309,12 @@ func (p *pump) round(ctx context.Context) error {
 		// idle ones still make full batches.
 		room := cfg.MaxBatch - len(b.msgs)
 		if len(full) == 0 || room < max(cfg.MaxBatch/4, len(full)) || reads == 4 {
+			if notified {
+				// The next round reads them again.
+				for _, s := range full {
+					p.enqueue(s)
+				}
+			}
 			break
 		}
 		list, block = full, -1
@@ -276,6 +338,9 @@ func (p *pump) round(ctx context.Context) error {
 		}
 		clear(b.acks)
 		for _, ref := range b.refs[start:end] {
+			if len(b.acks[ref.s]) == 0 {
+				p.r.touch(ref.s.id)
+			}
 			ref.s.published = ref.id
 			b.acks[ref.s] = append(b.acks[ref.s], ref.id)
 			if p.r.drain[ref.typ] {
@@ -292,7 +357,7 @@ func (p *pump) round(ctx context.Context) error {
 	now := time.Now()
 	total := 0
 	p.r.mu.Lock()
-	for _, s := range p.order {
+	for _, s := range round {
 		total += s.read
 		if s.read > 0 {
 			s.lastRead = now
@@ -305,8 +370,59 @@ func (p *pump) round(ctx context.Context) error {
 	return nil
 }
 
+// pick returns the sessions to read this round, with notifications: those
+// notified (or all, when a sweep is due), the ones reading their pending
+// entries, and draining ones quiet for long enough to be drained.
+func (p *pump) pick(now time.Time) []*session {
+	for key := range p.r.takeDirty() {
+		if s := p.byKey[key]; s != nil {
+			p.enqueue(s)
+		}
+	}
+	if p.r.sweepAll.Swap(false) || !now.Before(p.nextSweep) {
+		for _, s := range p.order {
+			p.enqueue(s)
+		}
+		p.nextSweep = now.Add(p.r.cfg.Sweep)
+	}
+	list := p.ready[:0]
+	for len(list) < readKeys && len(p.queue) > 0 {
+		s := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		s.queued = false
+		if !s.gone && s.synced {
+			list = append(list, s)
+		}
+	}
+	if len(p.queue) == 0 {
+		p.queue = nil
+	}
+	quiet := p.r.cfg.DrainQuiet
+	for _, s := range p.draining {
+		// A drained session is read once more after its quiet period, so a
+		// lost notification cannot end it with entries left.
+		if s.synced && !s.queued && s.cursor == ">" && now.Sub(s.lastRead) >= quiet && now.Sub(s.checked) >= quiet/4 &&
+			!slices.Contains(list, s) {
+			s.checked = now
+			list = append(list, s)
+		}
+	}
+	p.ready = list
+	return list
+}
+
+// enqueue adds s to the sessions to read, with notifications.
+func (p *pump) enqueue(s *session) {
+	if !s.queued && !s.gone {
+		s.queued = true
+		p.queue = append(p.queue, s)
+	}
+}
+
 // take adds what one read of list returned to b and moves the cursors on.
-// It returns the sessions that returned count entries, which may hold more.
+// It returns the sessions that may hold more: those that returned count
+// entries, and those that reached the end of their pending entries.
 func (p *pump) take(res []redis.XStream, list []*session, count int, b *batch) (full []*session) {
 	got := make(map[*session]int, len(res))
 	for _, xs := range res {
@@ -336,9 +452,12 @@ func (p *pump) take(res []redis.XStream, list []*session, count int, b *batch) (
 	}
 	for _, s := range list {
 		// A read of pending entries that came back short reached the end of
-		// this relay's pending entries: read new ones from now on.
+		// this relay's pending entries: read new ones from now on, starting
+		// at once, since entries written before the session was taken up
+		// were never notified.
 		if s.cursor != ">" && got[s] < count {
 			s.cursor = ">"
+			full = append(full, s)
 		}
 	}
 	return full

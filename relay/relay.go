@@ -83,6 +83,11 @@ type Config struct {
 	// Block is how long a read waits for new entries when all sessions are
 	// idle. Default 1s.
 	Block time.Duration
+	// Sweep is how often, while Redis keyspace notifications tell the relay
+	// which streams got new entries, it reads every held stream anyway, and
+	// checks the notifications still arrive. A lost notification delays an
+	// entry by at most about this long. Default 30s.
+	Sweep time.Duration
 	// PublishTimeout bounds one publish to JetStream. Default 10s.
 	PublishTimeout time.Duration
 	// LeaseTTL is how long a relay's heartbeat lives: a dead relay's sessions
@@ -134,6 +139,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Block <= 0 {
 		c.Block = time.Second
+	}
+	if c.Sweep <= 0 {
+		c.Sweep = 30 * time.Second
 	}
 	if c.PublishTimeout <= 0 {
 		c.PublishTimeout = 10 * time.Second
@@ -197,6 +205,21 @@ type Relay struct {
 
 	mu   sync.Mutex
 	want map[string]*control // sessions held, shared by coordinator and pump
+	// wantGen counts the changes to want and to its controls' draining, so
+	// the pump looks at want only when it changed.
+	wantGen atomic.Uint64
+
+	// notifying is set while keyspace notifications are known to reach the
+	// relay: the pump then reads only the streams in dirty, and every
+	// stream once when sweepAll is set.
+	notifying atomic.Bool
+	sweepAll  atomic.Bool
+	dirtyMu   sync.Mutex
+	dirty     map[string]struct{} // keys of streams with new entries
+
+	// touched lists the sessions whose streams grew since the last trim.
+	touchedMu sync.Mutex
+	touched   map[string]struct{}
 
 	wake     chan struct{}
 	blocked  atomic.Int64 // client id of the pump's connection while it blocks
@@ -234,6 +257,8 @@ func New(cfg Config) (*Relay, error) {
 		js:       cfg.JetStream,
 		drain:    map[string]bool{},
 		want:     map[string]*control{},
+		dirty:    map[string]struct{}{},
+		touched:  map[string]struct{}{},
 		wake:     make(chan struct{}, 1),
 		acks:     make(chan ackJob, 256),
 		pumpDone: make(chan struct{}),
@@ -249,6 +274,11 @@ func (r *Relay) Name() string { return r.cfg.Name }
 
 // Ready reports whether the relay has joined the relays and relays its sessions.
 func (r *Relay) Ready() bool { return r.ready.Load() }
+
+// Notifying reports whether the relay learns which streams got new entries
+// from Redis keyspace notifications; without them it reads every stream it
+// holds each round.
+func (r *Relay) Notifying() bool { return r.notifying.Load() }
 
 // Held returns the ids of the sessions this relay currently holds.
 func (r *Relay) Held() []string {
@@ -301,6 +331,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	g.Go(func() error { return co.run(gctx, stopPump) })
 	g.Go(func() error { return pu.run(pumpCtx) })
 	g.Go(func() error { r.acker(gctx); return nil })
+	g.Go(func() error { newNotifier(r).run(pumpCtx); return nil })
 	if r.cfg.TrimInterval > 0 {
 		g.Go(func() error { r.trimmer(gctx); return nil })
 	}
@@ -347,6 +378,51 @@ func (r *Relay) wakeUp() {
 		defer cancel()
 		_ = r.rdb.ClientUnblock(ctx, id).Err()
 	}
+}
+
+// setNotifying records whether keyspace notifications reach the relay.
+// When they start to, every held stream is read once: what was written
+// before the subscription was not notified.
+func (r *Relay) setNotifying(on bool) {
+	if r.notifying.Swap(on) != on {
+		if on {
+			r.sweepAll.Store(true)
+		}
+		r.rearm()
+	}
+}
+
+// eventsKeyPrefix starts the key of every session's event stream.
+var eventsKeyPrefix = strings.TrimSuffix(EventsKey(""), "}")
+
+// markDirty records that the stream key got a new entry.
+func (r *Relay) markDirty(key string) {
+	if !strings.HasPrefix(key, eventsKeyPrefix) || !strings.HasSuffix(key, "}") {
+		return // a command stream, or not a session's stream at all
+	}
+	r.dirtyMu.Lock()
+	r.dirty[key] = struct{}{}
+	r.dirtyMu.Unlock()
+	r.rearm()
+}
+
+// takeDirty returns the keys marked dirty since the last call.
+func (r *Relay) takeDirty() map[string]struct{} {
+	r.dirtyMu.Lock()
+	defer r.dirtyMu.Unlock()
+	if len(r.dirty) == 0 {
+		return nil
+	}
+	d := r.dirty
+	r.dirty = map[string]struct{}{}
+	return d
+}
+
+// touch records that a session's streams grew, for the trimmer.
+func (r *Relay) touch(sessionID string) {
+	r.touchedMu.Lock()
+	r.touched[sessionID] = struct{}{}
+	r.touchedMu.Unlock()
 }
 
 // rearm leaves a wake for the pump without interrupting a read.

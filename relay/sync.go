@@ -14,8 +14,10 @@ import (
 	"github.com/agentbus/agentbus/bus"
 )
 
-// syncConcurrency bounds the sessions prepared at once.
-const syncConcurrency = 16
+// syncConcurrency bounds the sessions prepared at once: a few round trips
+// each, to JetStream and Redis, so a relay taking up many sessions at once
+// keeps many in flight.
+const syncConcurrency = 64
 
 // sync prepares the sessions that are not: after taking a lease, after a
 // publish that failed in an unknown state, after Redis lost a group.
@@ -24,13 +26,23 @@ const syncConcurrency = 16
 // again later, so it does not hold the others up; any other error stops
 // the round.
 func (p *pump) sync(ctx context.Context) error {
+	if !p.needSync {
+		return nil
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(syncConcurrency)
 	now := time.Now()
+	var started []*session
+	waiting := false
 	for _, s := range p.order {
-		if s.synced || now.Before(s.retryAt) {
+		if s.synced {
 			continue
 		}
+		if now.Before(s.retryAt) {
+			waiting = true
+			continue
+		}
+		started = append(started, s)
 		g.Go(func() error {
 			err := p.syncOne(gctx, s)
 			var rerr redis.Error
@@ -49,7 +61,17 @@ func (p *pump) sync(ctx context.Context) error {
 			return nil
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	for _, s := range started {
+		if s.synced {
+			// Its pending entries are read next.
+			p.enqueue(s)
+		} else {
+			waiting = true
+		}
+	}
+	p.needSync = waiting || err != nil
+	return err
 }
 
 // syncOne finds where the session's relaying stopped and makes sure its
@@ -76,7 +98,12 @@ func (p *pump) syncOne(ctx context.Context, s *session) error {
 	}
 	rdb := p.r.rdb
 	group := p.r.cfg.Group
-	if err := rdb.XGroupCreateMkStream(ctx, s.key, group, start).Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+	err = rdb.XGroupCreateMkStream(ctx, s.key, group, start).Err()
+	switch {
+	case err == nil:
+		// A new group: no consumer has read anything to claim.
+		s.claimed = true
+	case !redis.HasErrorPrefix(err, "BUSYGROUP"):
 		return err
 	}
 	if !s.claimed {

@@ -16,7 +16,9 @@ import (
 // above it. A stream without
 // a group is left alone: who reads it, and how far, is unknown. Being one
 // script, nothing can be read or acknowledged between the bound and the trim.
-// It returns the number of entries removed.
+// It returns the number of entries removed, and 1 when more than ARGV[1]
+// entries are left (some held back by a group that has not acknowledged
+// them, so a later trim may remove more with nothing written), else 0.
 var trimAcked = redis.NewScript(`
 local function before(a, b)
   local am, as = string.match(a, '^(%d+)-(%d+)$')
@@ -24,9 +26,9 @@ local function before(a, b)
   am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
   return am < bm or (am == bm and as < bs)
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
-if #groups == 0 then return 0 end
+if #groups == 0 then return {0, 0} end
 local bound
 for _, g in ipairs(groups) do
   local name, pending, last
@@ -46,30 +48,44 @@ for _, g in ipairs(groups) do
   if bound == nil or before(b, bound) then bound = b end
 end
 local keep = tonumber(ARGV[1])
+local more = 0
+if redis.call('XLEN', KEYS[1]) > keep then more = 1 end
 if keep > 0 then
   local kept = redis.call('XREVRANGE', KEYS[1], '(' .. bound, '-', 'COUNT', keep)
-  if #kept < keep then return 0 end
+  if #kept < keep then return {0, more} end
   bound = kept[#kept][1]
 end
-return redis.call('XTRIM', KEYS[1], 'MINID', bound)
+local removed = redis.call('XTRIM', KEYS[1], 'MINID', bound)
+if redis.call('XLEN', KEYS[1]) <= keep then more = 0 end
+return {removed, more}
 `)
 
 // Trim trims a session's event and command streams below the oldest entry
 // every consumer group acknowledged, keeping keep acknowledged entries as
 // history. It returns the number of entries removed.
 func Trim(ctx context.Context, rdb redis.Scripter, sessionID string, keep int64) (int64, error) {
-	var total int64
-	for _, key := range []string{EventsKey(sessionID), CommandsKey(sessionID)} {
-		n, err := trimAcked.Run(ctx, rdb, []string{key}, keep).Int64()
-		if err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
+	n, _, err := trim(ctx, rdb, sessionID, keep)
+	return n, err
 }
 
-// trimmer trims the streams of the held sessions every TrimInterval.
+// trim is Trim, also reporting whether a later trim may remove more with
+// nothing written in between.
+func trim(ctx context.Context, rdb redis.Scripter, sessionID string, keep int64) (removed int64, more bool, err error) {
+	for _, key := range []string{EventsKey(sessionID), CommandsKey(sessionID)} {
+		res, err := trimAcked.Run(ctx, rdb, []string{key}, keep).Int64Slice()
+		if err != nil {
+			return removed, more, err
+		}
+		removed += res[0]
+		more = more || res[1] == 1
+	}
+	return removed, more, nil
+}
+
+// trimmer trims, every TrimInterval, the streams of the held sessions that
+// grew since the last time, or that a reader still holds back: a stream
+// nothing was written to and holding no more than TrimKeep entries has
+// nothing to trim, so the cost follows the traffic, not the sessions held.
 func (r *Relay) trimmer(ctx context.Context) {
 	t := time.NewTicker(r.cfg.TrimInterval)
 	defer t.Stop()
@@ -79,13 +95,25 @@ func (r *Relay) trimmer(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		r.touchedMu.Lock()
+		ids := r.touched
+		r.touched = map[string]struct{}{}
+		r.touchedMu.Unlock()
+		held := map[string]bool{}
 		for _, id := range r.Held() {
-			n, err := Trim(ctx, r.rdb, id, r.cfg.TrimKeep)
-			if err != nil {
-				if ctx.Err() == nil {
-					r.log.Warn("trimming failed", "session_id", id, "err", err)
-				}
-				break
+			held[id] = true
+		}
+		for id := range ids {
+			if !held[id] {
+				continue
+			}
+			n, more, err := trim(ctx, r.rdb, id, r.cfg.TrimKeep)
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("trimming failed", "session_id", id, "err", err)
+			}
+			if err != nil || more {
+				// Tried again next time.
+				r.touch(id)
 			}
 			if n > 0 {
 				r.log.Debug("trimmed", "session_id", id, "entries", n)

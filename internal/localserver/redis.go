@@ -54,6 +54,9 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		"--appendonly", appendonly,
 		"--appendfsync", "everysec",
 		"--maxmemory-policy", "noeviction",
+		// Keyevent notifications of stream commands: the relay learns from
+		// them which streams got new entries, instead of reading them all.
+		"--notify-keyspace-events", "Et",
 		"--save", "",
 		"--daemonize", "no",
 	)
