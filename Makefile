@@ -13,19 +13,36 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: deps claude build run test fuzz bench chaos tools ui clean
+.PHONY: servers deps apt-install claude build run test fuzz bench chaos tools ui clean
 
-## deps: install the Postgres and Redis servers the stack and the tests need, curl and jq for the README walkthrough,
+# What `make run` needs from the machine: the Postgres and Redis servers.
+RUN_DEPS := redis-server postgresql
+# What the tests need besides: curl and jq for the README walkthrough, socat
+# for the local socket, headless Chromium for the dashboard and /docs.
+TEST_DEPS := curl jq socat chromium
+
+## servers: install the Postgres and Redis servers `make run` starts when missing (all `make run` needs from the machine)
+servers:
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(RUN_DEPS)"
+
+## deps: install the Postgres and Redis servers, curl and jq for the README walkthrough,
 ## socat and headless Chromium for the tests (the local socket, the dashboard and /docs),
 ## and the Claude Code CLI when the claude engine is chosen (AGENTBUS_ENGINE=claude)
 deps:
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(RUN_DEPS) $(TEST_DEPS)"
+	@$(GO) version >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/"; exit 1; }
+	@if [ "$$AGENTBUS_ENGINE" = claude ]; then $(MAKE) --no-print-directory claude; fi
+
+# apt-install installs the Debian PACKAGES whose program is missing, in one
+# apt-get run, and does nothing (no apt-get update) when none is.
+apt-install:
 	@missing=""; \
-	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
-	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
-	command -v socat >/dev/null 2>&1 || missing="$$missing socat"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	for p in $(PACKAGES); do \
+	  case $$p in \
+	    postgresql) ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing $$p";; \
+	    *) command -v $$p >/dev/null 2>&1 || missing="$$missing $$p";; \
+	  esac; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing$$missing"; \
@@ -34,8 +51,6 @@ deps:
 	    echo "missing:$$missing — install them (sudo apt-get install$$missing) or set DATABASE_URL / REDIS_URL"; exit 1; \
 	  fi; \
 	fi
-	@$(GO) version >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/"; exit 1; }
-	@if [ "$$AGENTBUS_ENGINE" = claude ]; then $(MAKE) --no-print-directory claude; fi
 
 ## claude: install the pinned Claude Code CLI into .tools/node (the claude engine and its tests use it)
 claude:
@@ -59,8 +74,10 @@ claude:
 build:
 	$(GO) build -o $(BIN) ./cmd/agentbus
 
-## run: start the whole stack in one process (embedded NATS, private Postgres and Redis)
-run: deps build
+## run: start the whole stack in one process (embedded NATS, private Postgres and Redis); it needs
+## only the two servers (and the claude engine's CLI when AGENTBUS_ENGINE=claude), not the tests' tools
+run: servers build
+	@if [ "$$AGENTBUS_ENGINE" = claude ]; then $(MAKE) --no-print-directory claude; fi
 	./$(BIN) up
 
 ## test: vet and run every test with the race detector

@@ -106,6 +106,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		QueueLimiter: NewSessionLimiter(cfg.QueueRate, cfg.QueueBurst),
 	}
 	s.api = humago.New(s.mux, s.humaConfig())
+	s.api.UseMiddleware(traced)
 	if s.metrics = newMetrics(deps.Metrics); s.metrics != nil {
 		s.api.UseMiddleware(s.metrics.observe)
 	}

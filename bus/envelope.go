@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/internal/tracing"
 )
 
 // Header names agentbus sets on its messages.
@@ -22,7 +23,7 @@ const (
 	// decoding the body.
 	HeaderType = "Agents-Type"
 	// HeaderTraceparent carries the W3C trace context.
-	HeaderTraceparent = "traceparent"
+	HeaderTraceparent = tracing.Field
 )
 
 // Envelope is the JSON body of every command and event on the bus
@@ -105,9 +106,7 @@ func NewMsg(ctx context.Context, subject string, env Envelope) (*nats.Msg, error
 	m.Data = body
 	m.Header.Set(HeaderMsgID, env.ID)
 	m.Header.Set(HeaderType, env.Type)
-	if tp := Traceparent(ctx); tp != "" {
-		m.Header.Set(HeaderTraceparent, tp)
-	}
+	setTraceparent(ctx, m)
 	return m, nil
 }
 
@@ -123,35 +122,28 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 	return env, nil
 }
 
-type traceparentKey struct{}
-
-// WithTraceparent returns a context that carries the W3C traceparent tp, so
-// messages built from it carry the header. An invalid value is ignored.
+// WithTraceparent returns a context that continues the trace of the W3C
+// traceparent tp, so messages built from it carry the header. An invalid
+// value is ignored.
 func WithTraceparent(ctx context.Context, tp string) context.Context {
-	if !validTraceparent(tp) {
-		return ctx
-	}
-	return context.WithValue(ctx, traceparentKey{}, tp)
+	return tracing.WithTraceparent(ctx, tp)
 }
 
-// Traceparent returns the traceparent ctx carries, or "". Handlers run by
-// Run get the one of the message they handle.
+// Traceparent returns the traceparent of ctx's span, or "". Handlers run by
+// Run get a span continuing the trace of the message they handle.
 func Traceparent(ctx context.Context) string {
-	tp, _ := ctx.Value(traceparentKey{}).(string)
-	return tp
+	return tracing.Traceparent(ctx)
 }
 
-// validTraceparent checks the shape version-traceid-parentid-flags
-// (00-<32 hex>-<16 hex>-<2 hex>), which also keeps line breaks out of the header.
-func validTraceparent(tp string) bool {
-	parts := strings.Split(tp, "-")
-	if len(parts) < 4 {
-		return false
+// setTraceparent gives m the trace context of ctx unless m carries one.
+func setTraceparent(ctx context.Context, m *nats.Msg) {
+	if m.Header.Get(HeaderTraceparent) != "" {
+		return
 	}
-	for i, n := range []int{2, 32, 16, 2} {
-		if len(parts[i]) != n || strings.Trim(parts[i], "0123456789abcdef") != "" {
-			return false
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		if m.Header == nil {
+			m.Header = nats.Header{}
 		}
+		m.Header.Set(HeaderTraceparent, tp)
 	}
-	return true
 }

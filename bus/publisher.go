@@ -118,8 +118,10 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*jetstream.Pub
 
 // PublishMsg publishes one message through js and waits for JetStream to
 // store it: a Publisher's single mode, for code that holds only a
-// JetStream context and publishes one message at a time.
+// JetStream context and publishes one message at a time. A message without
+// a traceparent gets the one of ctx's span.
 func PublishMsg(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
+	setTraceparent(ctx, m)
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("bus: publish %s: %w", m.Subject, err)
@@ -140,8 +142,11 @@ func PublishMsg(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jets
 // all, a resend: a batch holding a message already stored is refused as a
 // whole, while single publishes drop just the duplicates by their
 // Nats-Msg-Id. Publishing the same messages again is safe when each carries
-// Nats-Msg-Id.
+// Nats-Msg-Id. A message without a traceparent gets the one of ctx's span.
 func (p *Publisher) PublishMsgs(ctx context.Context, msgs []*nats.Msg) error {
+	for _, m := range msgs {
+		setTraceparent(ctx, m)
+	}
 	ctx, cancel := p.bound(ctx)
 	defer cancel()
 	for start := 0; start < len(msgs); {

@@ -11,6 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentbus/agentbus/internal/tracing"
 )
 
 // Headers of a dead-lettered message, besides the original's own headers.
@@ -107,10 +112,23 @@ func (r *runner) holdInProgress(base context.Context, m jetstream.Msg, ackDeadli
 // runHandler calls the handler, reporting progress to the server while it
 // runs and turning a panic into an error.
 func (r *runner) runHandler(base context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, p *policy) (err error) {
-	ctx := base
-	if tp := m.Headers().Get(HeaderTraceparent); tp != "" {
-		ctx = WithTraceparent(ctx, tp)
-	}
+	// The handler's span continues the trace the message carries, so what
+	// the handler publishes carries it on.
+	ctx, span := tracing.Tracer().Start(tracing.WithTraceparent(base, m.Headers().Get(HeaderTraceparent)),
+		"process "+r.cfg.Consumer, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", m.Subject()),
+			attribute.String("messaging.consumer.group.name", r.cfg.Consumer),
+			attribute.Int64("messaging.nats.stream.sequence", int64(md.Sequence.Stream)),
+			attribute.Int64("messaging.nats.delivery", int64(md.NumDelivered))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "handler failed")
+		}
+		span.End()
+	}()
 
 	// Three progress reports per ack deadline leave room for one to be late.
 	done := make(chan struct{})

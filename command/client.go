@@ -101,6 +101,7 @@ func (c *Client) Do(ctx context.Context, cmd Command) (Result, error) {
 			outcome = "refused"
 		}
 		Latency.WithLabelValues(cmd.Name, outcome).Observe(time.Since(start).Seconds())
+		observeSteering(cmd, r)
 		return r, nil
 	case <-ctx.Done():
 		Latency.WithLabelValues(cmd.Name, "timeout").Observe(time.Since(start).Seconds())

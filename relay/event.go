@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/tracing"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -82,7 +83,7 @@ func newEventMsg(sessionID, entryID string, fields map[string]any, maxPayload in
 	m.Header[bus.HeaderType] = []string{typ}
 	m.Header[HeaderRedisEntry] = []string{entryID}
 	m.Header[HeaderSessionID] = []string{sessionID}
-	if tp, ok := fields["traceparent"].(string); ok && tp != "" {
+	if tp, ok := fields[tracing.Field].(string); ok && tracing.Valid(tp) {
 		m.Header[bus.HeaderTraceparent] = []string{tp}
 	}
 	return m

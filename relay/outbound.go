@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/tracing"
 )
 
 // commandNamespace derives a command id from the message when the command
@@ -23,12 +24,15 @@ var commandNamespace = uuid.MustParse("6f0e2a4c-3b7d-5e1f-9a8b-0c1d2e3f4a5b")
 
 // writeCommand appends a command to a session's command stream unless its
 // id was written before: KEYS[1] the command stream, KEYS[2] the record of
-// the id; ARGV: record lifetime in ms, type, data, ts, command_id. The
-// record and the entry are written by one script, so both or neither exist.
-// Both keys share the session's hash tag. It returns the new entry id, or
-// nil for a command written before.
+// the id; ARGV: record lifetime in ms, type, data, ts, command_id and
+// traceparent ("" for none). The record and the entry are written by one
+// script, so both or neither exist. Both keys share the session's hash
+// tag. It returns the new entry id, or nil for a command written before.
 var writeCommand = redis.NewScript(`
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+  if ARGV[6] ~= '' then
+    return redis.call('XADD', KEYS[1], '*', 'type', ARGV[2], 'data', ARGV[3], 'ts', ARGV[4], 'command_id', ARGV[5], 'traceparent', ARGV[6])
+  end
   return redis.call('XADD', KEYS[1], '*', 'type', ARGV[2], 'data', ARGV[3], 'ts', ARGV[4], 'command_id', ARGV[5])
 end
 return false
@@ -46,14 +50,16 @@ type Command struct {
 	Data json.RawMessage
 	// TS is when the command was issued, Unix milliseconds.
 	TS int64
+	// Traceparent is the W3C trace context of the command, "" for none.
+	Traceparent string
 }
 
 // WriteCommand appends cmd to its session's command stream with the fields
-// type, data, ts and command_id, unless a command with the same id was
+// type, data, ts, command_id and traceparent (when it has one), unless a command with the same id was
 // written within dedupTTL. It reports whether it wrote the entry.
 func WriteCommand(ctx context.Context, rdb redis.Scripter, cmd Command, dedupTTL time.Duration) (bool, error) {
 	keys := []string{CommandsKey(cmd.SessionID), CommandsKey(cmd.SessionID) + ":written:" + cmd.ID}
-	err := writeCommand.Run(ctx, rdb, keys, dedupTTL.Milliseconds(), cmd.Type, string(cmd.Data), strconv.FormatInt(cmd.TS, 10), cmd.ID).Err()
+	err := writeCommand.Run(ctx, rdb, keys, dedupTTL.Milliseconds(), cmd.Type, string(cmd.Data), strconv.FormatInt(cmd.TS, 10), cmd.ID, cmd.Traceparent).Err()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
@@ -67,7 +73,8 @@ func WriteCommand(ctx context.Context, rdb redis.Scripter, cmd Command, dedupTTL
 // agents.sidecar.<sessionId>.commands.<type> gives the session and the type;
 // the body is a bus envelope whose data becomes the entry's data. The
 // command id is the envelope id, else the Nats-Msg-Id header, else derived
-// from the stream sequence; one that is not a UUID is turned into one.
+// from the stream sequence; one that is not a UUID is turned into one. A
+// valid traceparent header is kept for the entry.
 func ParseCommand(msg jetstream.Msg) (Command, error) {
 	tokens := strings.Split(msg.Subject(), ".")
 	if len(tokens) != 5 || tokens[0] != "agents" || tokens[1] != "sidecar" || tokens[3] != "commands" {
@@ -104,6 +111,9 @@ func ParseCommand(msg jetstream.Msg) (Command, error) {
 		cmd.ID = u.String()
 	} else {
 		cmd.ID = uuid.NewSHA1(commandNamespace, []byte(id)).String()
+	}
+	if tp := msg.Headers().Get(bus.HeaderTraceparent); tracing.Valid(tp) {
+		cmd.Traceparent = tp
 	}
 	cmd.TS = meta.Timestamp.UnixMilli()
 	if !env.OccurredAt.IsZero() {

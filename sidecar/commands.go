@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -84,6 +85,7 @@ func (r *runner) handle(m redis.XMessage) {
 		return
 	}
 	r.log.Info("command", "type", e.Type, "command_id", e.CommandID, "entry_id", e.ID)
+	r.traceAnswers(e)
 	handler, ok := commandHandlers[e.Type]
 	if !ok {
 		r.commandError(e, protocol.CodeUnknownCommand, fmt.Errorf("unknown command type %q", e.Type))
@@ -99,6 +101,21 @@ func (r *runner) handle(m redis.XMessage) {
 }
 
 var errNotPending = errors.New("nothing waits for it")
+
+// traceAnswers makes the events answering e (its ack, error, or the
+// message_delivered of a steering message) carry e's traceparent.
+func (r *runner) traceAnswers(e protocol.Entry) {
+	if e.Traceparent == "" {
+		return
+	}
+	r.out.traceAnswers(e.CommandID, e.Traceparent)
+	var steering struct {
+		MessageID string `json:"message_id"`
+	}
+	if e.Type == protocol.CommandSteeringMessage && json.Unmarshal(e.Data, &steering) == nil {
+		r.out.traceAnswers(steering.MessageID, e.Traceparent)
+	}
+}
 
 // commandHandlers carry out each command type of the protocol; a type
 // without one is answered with an unknown_command error. Its tests check

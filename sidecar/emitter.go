@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -31,6 +32,55 @@ type emitter struct {
 	mu    sync.Mutex
 	ended bool
 	end   protocol.SessionEnd
+
+	// traces holds the traceparent of commands not answered yet, by
+	// command id (and by message id for a steering message), so the
+	// event answering one continues its trace.
+	tracesMu sync.Mutex
+	traces   map[string]string
+}
+
+// maxTraces bounds the traceparents held for commands whose answer has
+// not come (yet): beyond it they are forgotten, which only cuts traces.
+const maxTraces = 1024
+
+// traceAnswers makes the next event answering the command (or the
+// steering message) id carry the traceparent tp.
+func (e *emitter) traceAnswers(id, tp string) {
+	if id == "" || tp == "" {
+		return
+	}
+	e.tracesMu.Lock()
+	defer e.tracesMu.Unlock()
+	if e.traces == nil || len(e.traces) >= maxTraces {
+		e.traces = map[string]string{}
+	}
+	e.traces[id] = tp
+}
+
+// traceOf returns, and forgets, the traceparent of the command that the
+// event whose data is raw answers: the command_id an ack echoes, or the
+// message_id of a message_delivered.
+func (e *emitter) traceOf(raw string) string {
+	e.tracesMu.Lock()
+	defer e.tracesMu.Unlock()
+	if len(e.traces) == 0 {
+		return ""
+	}
+	var answer struct {
+		CommandID string `json:"command_id"`
+		MessageID string `json:"message_id"`
+	}
+	if json.Unmarshal([]byte(raw), &answer) != nil {
+		return ""
+	}
+	for _, id := range []string{answer.CommandID, answer.MessageID} {
+		if tp, ok := e.traces[id]; ok && id != "" {
+			delete(e.traces, id)
+			return tp
+		}
+	}
+	return ""
 }
 
 // abandon makes writes give up at their first failure from now on.
@@ -75,10 +125,17 @@ func (e *emitter) final() (protocol.SessionEnd, bool) {
 func (e *emitter) write(ev protocol.Event) error {
 	deadline := time.Now().Add(e.timeout)
 	backoff := 50 * time.Millisecond
-	for {
+	tp := ""
+	for attempt := 0; ; attempt++ {
 		values, err := protocol.EventValues(ev, time.Now())
 		if err != nil {
 			return err
+		}
+		if attempt == 0 {
+			tp = e.traceOf(values[3].(string))
+		}
+		if tp != "" {
+			values = append(values, protocol.FieldTraceparent, tp)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.key, Values: values}).Err()

@@ -11,8 +11,10 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/agentbus/agentbus/cmd/agentbus/cli"
+	"github.com/agentbus/agentbus/internal/tracing"
 )
 
 // command is one subcommand of the agentbus binary.
@@ -47,7 +49,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+	err := withTracing(ctx, os.Args[1], func() error { return cmd.run(ctx, os.Args[2:]) })
+	if err != nil {
 		// The commands for people say what went wrong in a line, and say
 		// by their exit code what kind of failure it was.
 		var exit interface{ ExitCode() int }
@@ -58,6 +61,30 @@ func main() {
 		slog.Error("agentbus "+os.Args[1]+" failed", "component", os.Args[1], "error", err)
 		os.Exit(1)
 	}
+}
+
+// traced are the commands that run servers, whose spans are exported when
+// an OTLP endpoint is configured (internal/tracing).
+var traced = map[string]bool{"api": true, "relay": true, "up": true, "worker": true}
+
+// withTracing runs the command name, with tracing set up for it when it
+// is a server; the spans left are flushed when it returns.
+func withTracing(ctx context.Context, name string, run func() error) error {
+	if !traced[name] {
+		return run()
+	}
+	shutdown, err := tracing.Setup(ctx, "agentbus-"+name)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(flush); err != nil {
+			slog.Warn("spans not flushed", "component", name, "error", err)
+		}
+	}()
+	return run()
 }
 
 func usage() {

@@ -202,6 +202,32 @@ func TestMetricsOfUp(t *testing.T) {
 	assert.Positive(t, m.value("agentbus_command_duration_seconds_count", "command", "start_session", "outcome", "applied"))
 }
 
+// TestSteeringLatencyOfUp steers a session of `up` with its real runtime
+// and finds the time from enqueueing to message_delivered in /metrics.
+func TestSteeringLatencyOfUp(t *testing.T) {
+	u := startUpWithRuntime(t)
+	id := u.start(map[string]any{"workingDirectory": filepath.Join(u.workspace, u.owner, uuid.NewString()[:8]), "objective": "Say hello"})
+	u.waitReview(id)
+	before := u.scrape()
+	count := max(0, before.value("agentbus_steering_latency_seconds_count", "priority", "Immediate"))
+	sum := max(0, before.value("agentbus_steering_latency_seconds_sum", "priority", "Immediate"))
+
+	sent := time.Now()
+	m := u.Enqueue(id, "Now say goodbye", "Immediate")
+	u.WaitDelivered(id, m)
+	seen := time.Since(sent)
+
+	var after scrape
+	require.Eventually(t, func() bool {
+		after = u.scrape()
+		return after.value("agentbus_steering_latency_seconds_count", "priority", "Immediate") == count+1
+	}, wait, 100*time.Millisecond, "the delivery was not measured once")
+	latency := after.value("agentbus_steering_latency_seconds_sum", "priority", "Immediate") - sum
+	assert.Positive(t, latency)
+	// Enqueued after the request was sent, delivered before the test saw it.
+	assert.LessOrEqual(t, latency, seen.Seconds(), "the latency lies within what the test saw")
+}
+
 // scrape is one scrape of /metrics: each sample's value by its name and labels.
 type scrape map[string][]sample
 
@@ -232,6 +258,8 @@ func (u *upUnderTest) scrape() scrape {
 			case m.Counter != nil:
 				s.value = m.GetCounter().GetValue()
 			case m.Histogram != nil:
+				sum := sample{labels: s.labels, value: m.GetHistogram().GetSampleSum()}
+				out[name+"_sum"] = append(out[name+"_sum"], sum)
 				s.value = float64(m.GetHistogram().GetSampleCount())
 				name += "_count"
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 )
 
 // PostgresConfig says where and how to run a private Postgres server.
@@ -62,14 +63,19 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		args := []string{"-D", cfg.Dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
-		if !cfg.Durable {
-			args = append(args, "--no-sync")
-		}
+		// initdb's own sync fsyncs each of its thousand files, seconds
+		// on a busy disk; one syncfs of the file system afterwards makes
+		// the new cluster as durable in a fraction of that.
+		args := []string{"-D", cfg.Dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"}
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("initdb %s: %w: %s (the data directory and its parents must be reachable by the server's user)", cfg.Dir, err, out)
+		}
+		if cfg.Durable {
+			if err := syncFS(cfg.Dir); err != nil {
+				return nil, fmt.Errorf("initdb %s: sync: %w", cfg.Dir, err)
+			}
 		}
 	}
 	args := []string{"-D", cfg.Dir, "-p", strconv.Itoa(cfg.Port),
@@ -193,4 +199,14 @@ func (p *Postgres) Kill() {
 // operator restarting Postgres would; it recovers from its write-ahead log.
 func (p *Postgres) Restart(ctx context.Context) (*Postgres, error) {
 	return StartPostgres(ctx, p.cfg)
+}
+
+// syncFS flushes the file system holding dir to disk.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }

@@ -23,11 +23,12 @@ import (
 const scrapeTimeout = 5 * time.Second
 
 // NewRegistry returns a registry with the Go runtime and process metrics
-// and those measured inline in this process: command latency and sidecars.
+// and those measured inline in this process: command and steering latency
+// and sidecars.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		command.Latency, launcher.Live, launcher.Starts)
+		command.Latency, command.SteeringLatency, launcher.Live, launcher.Starts)
 	return reg
 }
 

@@ -15,6 +15,10 @@ const (
 	FieldData      = "data"
 	FieldTS        = "ts"
 	FieldCommandID = "command_id"
+	// FieldTraceparent is the optional W3C trace context of an entry: set
+	// on a command by the control plane, copied by the sidecar onto the
+	// events that answer it.
+	FieldTraceparent = "traceparent"
 )
 
 // Entry is one entry of an event or command stream.
@@ -29,6 +33,8 @@ type Entry struct {
 	TS int64
 	// CommandID is the command entry's command_id field; empty on events.
 	CommandID string
+	// Traceparent is the entry's traceparent field, "" when it has none.
+	Traceparent string
 }
 
 // Values returns the fields of an entry of type typ with data (marshalled
@@ -76,6 +82,7 @@ func ParseEntry(id string, fields map[string]any) (Entry, error) {
 	e := Entry{ID: id}
 	e.Type, _ = fields[FieldType].(string)
 	e.CommandID, _ = fields[FieldCommandID].(string)
+	e.Traceparent, _ = fields[FieldTraceparent].(string)
 	if ts, ok := fields[FieldTS].(string); ok {
 		e.TS, _ = strconv.ParseInt(ts, 10, 64)
 	}
