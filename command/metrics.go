@@ -39,7 +39,7 @@ func observeSteering(cmd Command, r Result) {
 	if json.Unmarshal(cmd.Data, &in) != nil || json.Unmarshal(r.State, &state) != nil {
 		return
 	}
-	for _, m := range state.Messages {
+	for _, m := range state.Settled {
 		if m.MessageID == in.MessageID && m.DeliveredAt != nil {
 			SteeringLatency.WithLabelValues(string(m.Priority)).Observe(m.DeliveredAt.Sub(m.CreatedAt).Seconds())
 			return

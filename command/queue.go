@@ -39,6 +39,9 @@ type QueueState struct {
 	SessionID    uuid.UUID               `json:"sessionId"`
 	Pending      []domain.SessionMessage `json:"pending"`
 	NextSequence int64                   `json:"nextSequence"`
+	// Settled are the messages this command delivered or cancelled: they
+	// left the queue for the session's message history.
+	Settled []domain.SessionMessage `json:"settled,omitempty"`
 	// Messages, every message of the session, is set only in answers
 	// recorded while the queue held its delivered and cancelled messages.
 	Messages []domain.SessionMessage `json:"messages,omitempty"`

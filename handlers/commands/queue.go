@@ -39,7 +39,7 @@ func onQueue[T any](now Clock, message func(T) uuid.UUID, apply func(q *domain.S
 		if err := queues.Save(ctx, tx, q); err != nil {
 			return nil, err
 		}
-		return command.QueueState{SessionID: q.SessionID(), Pending: q.Pending(), NextSequence: q.NextSequence()}, nil
+		return command.QueueState{SessionID: q.SessionID(), Pending: q.Pending(), NextSequence: q.NextSequence(), Settled: q.Settled()}, nil
 	}
 }
 
