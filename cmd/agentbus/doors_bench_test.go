@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,14 +10,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
-	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -32,52 +26,11 @@ import (
 // 100 ms.
 func BenchmarkInputRoundTrip(b *testing.B) {
 	const sessions = 20
-	dataDir, err := testenv.TempDir("inputbench")
-	require.NoError(b, err)
-	b.Setenv("AGENTBUS_JWT_SECRET", runtimeSecret)
-	b.Setenv("AGENTBUS_RUNTIME", "external")
-	b.Setenv("AGENTBUS_ENGINE", "")
 	b.Setenv("AGENTBUS_DOOR_RATE", "100000")
 	b.Setenv("AGENTBUS_DOOR_BURST", "100000")
 	b.Setenv("AGENTBUS_DOOR_MAX_SESSIONS", fmt.Sprint(sessions))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	natsPort, redisPort := freePort(b), freePort(b)
-	base := "http://" + httpAddr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runUp(ctx, []string{"--data-dir", dataDir, "--http", httpAddr,
-			"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0", "--socket", "off",
-			"--database-url", testenv.PostgresURL(b), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""})
-	}()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(2 * wait):
-			b.Error("up did not stop")
-		}
-	})
-	require.Eventually(b, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 90*time.Second, 100*time.Millisecond)
-	owner := uuid.NewString()
-	token, err := api.NewToken(runtimeSecret, owner, time.Hour)
-	require.NoError(b, err)
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
-	require.NoError(b, err)
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
-	kv, err := relay.SessionsKV(ctx, js)
-	require.NoError(b, err)
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
-	b.Cleanup(func() { _ = rdb.Close() })
+	u := startExternalUp(b, "inputbench", "--socket", "off")
+	base, token, ctx, kv, rdb := u.base, u.token, u.ctx, u.kv, u.rdb
 
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/api/agents/ws",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})

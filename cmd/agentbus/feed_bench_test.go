@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,16 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/bus"
 	feedpkg "github.com/agentbus/agentbus/feed"
-	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -97,54 +92,12 @@ func BenchmarkLiveFeed(b *testing.B) {
 		subscribers = 2
 		perSecond   = 50
 	)
-	dataDir, err := testenv.TempDir("feedbench")
-	require.NoError(b, err)
-	b.Setenv("AGENTBUS_JWT_SECRET", runtimeSecret)
-	b.Setenv("AGENTBUS_RUNTIME", "external")
-	b.Setenv("AGENTBUS_ENGINE", "")
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
-	natsPort, redisPort := freePort(b), freePort(b)
-	base := "http://" + httpAddr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runUp(ctx, []string{"--data-dir", dataDir, "--http", httpAddr,
-			"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
-			"--database-url", testenv.PostgresURL(b), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""})
-	}()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(2 * wait):
-			b.Error("up did not stop")
-		}
-	})
-	require.Eventually(b, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 90*time.Second, 100*time.Millisecond)
-	owner := uuid.NewString()
-	token, err := api.NewToken(runtimeSecret, owner, time.Hour)
-	require.NoError(b, err)
-
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
-	require.NoError(b, err)
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
-	kv, err := relay.SessionsKV(ctx, js)
-	require.NoError(b, err)
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
-	b.Cleanup(func() { _ = rdb.Close() })
+	u := startExternalUp(b, "feedbench")
+	base, token, owner, ctx, js, kv, rdb := u.base, u.token, u.owner, u.ctx, u.js, u.kv, u.rdb
 
 	ids := make([]string, sessions)
 	for i := range ids {
-		body := fmt.Sprintf(`{"workingDirectory":%q,"objective":"Stream","budgetCapUsd":5}`, dataDir+"/workspace/"+owner+"/s"+strconv.Itoa(i))
+		body := fmt.Sprintf(`{"workingDirectory":%q,"objective":"Stream","budgetCapUsd":5}`, u.dataDir+"/workspace/"+owner+"/s"+strconv.Itoa(i))
 		req, err := http.NewRequest(http.MethodPost, base+"/api/agents/sessions", strings.NewReader(body))
 		require.NoError(b, err)
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -67,12 +67,8 @@ func envInts(b *testing.B, name, def string) []int {
 // steeringStack is an `up` in external-sidecar mode with the benchmark
 // playing every session's sidecar.
 type steeringStack struct {
-	base, token, dataDir, owner, dbURL string
-	ctx                                context.Context
-	js                                 jetstream.JetStream
-	kv                                 jetstream.KeyValue
-	rdb                                *redis.Client
-	ids                                []string
+	*externalUp
+	ids []string
 
 	// sent holds the POST time of each message by its number; got receives
 	// the number of each steering_message the sidecar sees.
@@ -90,8 +86,21 @@ type delivery struct {
 	at time.Duration
 }
 
-func startSteeringStack(b *testing.B) *steeringStack {
-	dataDir, err := testenv.TempDir("steerbench")
+// externalUp is an `up` in external-sidecar mode, started in-process for
+// a benchmark that plays the sessions' sidecars itself, with clients of
+// its NATS (the relay's sessions bucket) and Redis.
+type externalUp struct {
+	base, token, dataDir, owner, dbURL string
+	ctx                                context.Context
+	js                                 jetstream.JetStream
+	kv                                 jetstream.KeyValue
+	rdb                                *redis.Client
+}
+
+// startExternalUp starts it with its data under a temp dir named prefix
+// and the extra flags given; it stops when the benchmark ends.
+func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
+	dataDir, err := testenv.TempDir(prefix)
 	require.NoError(b, err)
 	b.Setenv("AGENTBUS_JWT_SECRET", runtimeSecret)
 	b.Setenv("AGENTBUS_RUNTIME", "external")
@@ -102,9 +111,9 @@ func startSteeringStack(b *testing.B) *steeringStack {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runUp(ctx, []string{"--data-dir", dataDir, "--http", httpAddr,
+		done <- runUp(ctx, append([]string{"--data-dir", dataDir, "--http", httpAddr,
 			"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
-			"--database-url", dbURL, "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""})
+			"--database-url", dbURL, "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""}, flags...))
 	}()
 	b.Cleanup(func() {
 		cancel()
@@ -114,28 +123,31 @@ func startSteeringStack(b *testing.B) *steeringStack {
 			b.Error("up did not stop")
 		}
 	})
-	st := &steeringStack{base: "http://" + httpAddr, dataDir: dataDir, owner: uuid.NewString(), dbURL: dbURL, ctx: ctx,
-		sent: map[int]time.Time{}, got: make(chan delivery, 1024)}
+	u := &externalUp{base: "http://" + httpAddr, dataDir: dataDir, owner: uuid.NewString(), dbURL: dbURL, ctx: ctx}
 	require.Eventually(b, func() bool {
-		resp, err := http.Get(st.base + "/readyz")
+		resp, err := http.Get(u.base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 90*time.Second, 100*time.Millisecond)
-	st.token, err = api.NewToken(runtimeSecret, st.owner, time.Hour)
+	u.token, err = api.NewToken(runtimeSecret, u.owner, time.Hour)
 	require.NoError(b, err)
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
 	require.NoError(b, err)
 	b.Cleanup(nc.Close)
-	st.js, err = jetstream.New(nc)
+	u.js, err = jetstream.New(nc)
 	require.NoError(b, err)
-	st.kv, err = relay.SessionsKV(ctx, st.js)
+	u.kv, err = relay.SessionsKV(ctx, u.js)
 	require.NoError(b, err)
-	st.rdb = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), PoolSize: 64})
-	b.Cleanup(func() { _ = st.rdb.Close() })
-	return st
+	u.rdb = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), PoolSize: 64})
+	b.Cleanup(func() { _ = u.rdb.Close() })
+	return u
+}
+
+func startSteeringStack(b *testing.B) *steeringStack {
+	return &steeringStack{externalUp: startExternalUp(b, "steerbench"), sent: map[int]time.Time{}, got: make(chan delivery, 1024)}
 }
 
 func (st *steeringStack) do(b *testing.B, method, path, body string, want int) map[string]any {
