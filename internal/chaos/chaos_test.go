@@ -226,6 +226,16 @@ func TestChaos(t *testing.T) {
 	// The transcript equals its rebuild from the raw events: the rows
 	// the raw events make are deleted and the stream replayed from its
 	// start, as a rebuild of the projection does.
+	// The transcript worker has projected every raw event before its rows
+	// are read: a session's last events may still be on their way.
+	require.Eventually(t, func() bool {
+		c, err := js.Consumer(ctx, "AGENTS_SIDECAR_EVENTS", "transcript")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, settle, time.Second, "the transcript worker did not catch up with the raw events")
 	live := map[string]map[string][][]any{}
 	for _, id := range ids {
 		live[id], err = transcriptRows(ctx, pool, id)
