@@ -78,6 +78,12 @@ func TestMessageQueue(t *testing.T) {
 		require.Equal(t, http.StatusConflict, resp.Code, resp.String())
 		assert.Equal(t, "Cancelled", resp.problem(t)["currentStatus"])
 	})
+	t.Run("enqueue after a message left the queue", func(t *testing.T) {
+		v := enqueue("fourth", "Queued")
+		assert.Equal(t, []uuid.UUID{now, third, *v.MessageID}, ids(v.Pending))
+		assert.Equal(t, []uuid.UUID{later, now, third, *v.MessageID}, ids(v.Messages), "the cancelled one too, in arrival order")
+		assert.Equal(t, "Cancelled", v.Messages[0].Status)
+	})
 	t.Run("errors of each command", func(t *testing.T) {
 		for _, c := range []struct{ method, suffix string }{
 			{http.MethodDelete, ""}, {http.MethodPatch, "/promote"},
