@@ -5,14 +5,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"slices"
 )
 
 // httpSessions and httpClients shape BenchmarkCommandsHTTP.
