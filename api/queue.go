@@ -1,10 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,10 +134,41 @@ func (s *Server) queueAfter(ctx context.Context, raw json.RawMessage) (queries.Q
 	if state.Messages != nil {
 		return queries.QueueView{SessionID: state.SessionID, Pending: state.Pending, Messages: state.Messages}, nil
 	}
+	if nothingLeft(state) {
+		// Every message enqueued so far is still pending: the history has
+		// none of them, and the answer needs no read.
+		messages := slices.Clone(state.Pending)
+		slices.SortStableFunc(messages, func(a, b domain.SessionMessage) int { return cmp.Compare(a.Sequence, b.Sequence) })
+		return queries.QueueView{SessionID: state.SessionID, Pending: nonNilMessages(state.Pending), Messages: nonNilMessages(messages)}, nil
+	}
 	if s.deps.Queries == nil {
 		return queries.QueueView{}, unavailable("queries")
 	}
 	return s.deps.Queries.QueueAt(ctx, state.SessionID, state.Pending, state.NextSequence)
+}
+
+// nothingLeft reports whether no message has left the queue of state yet:
+// its pending messages hold every sequence number below NextSequence
+// (numbers are given from 0 up, one per message).
+func nothingLeft(state command.QueueState) bool {
+	if int64(len(state.Pending)) != state.NextSequence {
+		return false
+	}
+	seen := make(map[int64]bool, len(state.Pending))
+	for _, m := range state.Pending {
+		if m.Sequence < 0 || m.Sequence >= state.NextSequence || seen[m.Sequence] {
+			return false
+		}
+		seen[m.Sequence] = true
+	}
+	return true
+}
+
+func nonNilMessages(ms []domain.SessionMessage) []domain.SessionMessage {
+	if ms == nil {
+		return []domain.SessionMessage{}
+	}
+	return ms
 }
 
 // requireOwner answers 404 unless session id is the owner's. A session's

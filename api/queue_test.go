@@ -1,13 +1,19 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/command"
+	"github.com/agentbus/agentbus/domain"
 )
 
 func TestMessageQueue(t *testing.T) {
@@ -71,6 +77,12 @@ func TestMessageQueue(t *testing.T) {
 		resp = st.call(t, http.MethodDelete, base+"/"+later.String(), nil, alice.auth)
 		require.Equal(t, http.StatusConflict, resp.Code, resp.String())
 		assert.Equal(t, "Cancelled", resp.problem(t)["currentStatus"])
+	})
+	t.Run("enqueue after a message left the queue", func(t *testing.T) {
+		v := enqueue("fourth", "Queued")
+		assert.Equal(t, []uuid.UUID{now, third, *v.MessageID}, ids(v.Pending))
+		assert.Equal(t, []uuid.UUID{later, now, third, *v.MessageID}, ids(v.Messages), "the cancelled one too, in arrival order")
+		assert.Equal(t, "Cancelled", v.Messages[0].Status)
 	})
 	t.Run("errors of each command", func(t *testing.T) {
 		for _, c := range []struct{ method, suffix string }{
@@ -187,4 +199,54 @@ func TestAgentOutput(t *testing.T) {
 		resp := st.call(t, http.MethodPost, "/api/agent/sessions/nope/output", output, agentAuth(key))
 		assert.Equal(t, http.StatusForbidden, resp.Code, resp.String())
 	})
+}
+
+// TestQueueAfterReadsHistoryOnlyWhenMessagesLeft checks that a queue
+// command's answer is built from the command's result alone while every
+// message enqueued so far is pending, and from the message history once
+// one has left the queue. The server has no queries: a read fails.
+func TestQueueAfterReadsHistoryOnlyWhenMessagesLeft(t *testing.T) {
+	t.Parallel()
+	s := &Server{}
+	session := uuid.New()
+	msg := func(seq int64, priority domain.MessagePriority) domain.SessionMessage {
+		return domain.SessionMessage{MessageID: uuid.New(), Content: "m", Priority: priority, Status: domain.MessagePending,
+			Source: domain.MessageFromUser, Sequence: seq}
+	}
+	first, second := msg(0, domain.PriorityQueued), msg(1, domain.PriorityImmediate)
+	state := func(next int64, pending ...domain.SessionMessage) json.RawMessage {
+		raw, err := json.Marshal(command.QueueState{SessionID: session, Pending: pending, NextSequence: next})
+		require.NoError(t, err)
+		return raw
+	}
+
+	v, err := s.queueAfter(context.Background(), state(2, second, first))
+	require.NoError(t, err, "nothing left the queue: no read")
+	assert.Equal(t, session, v.SessionID)
+	assert.Equal(t, []uuid.UUID{second.MessageID, first.MessageID}, messageIDs(v.Pending), "delivery order")
+	assert.Equal(t, []uuid.UUID{first.MessageID, second.MessageID}, messageIDs(v.Messages), "arrival order")
+
+	v, err = s.queueAfter(context.Background(), state(0))
+	require.NoError(t, err)
+	assert.NotNil(t, v.Pending)
+	assert.NotNil(t, v.Messages)
+
+	for name, raw := range map[string]json.RawMessage{
+		"first left":       state(2, second),
+		"duplicate number": state(2, second, second),
+		"number too high":  state(2, first, msg(2, domain.PriorityQueued)),
+	} {
+		_, err := s.queueAfter(context.Background(), raw)
+		var se huma.StatusError
+		require.ErrorAs(t, err, &se, "%s: the history is read", name)
+		assert.Equal(t, http.StatusServiceUnavailable, se.GetStatus(), name)
+	}
+}
+
+func messageIDs(ms []domain.SessionMessage) []uuid.UUID {
+	out := []uuid.UUID{}
+	for _, m := range ms {
+		out = append(out, m.MessageID)
+	}
+	return out
 }

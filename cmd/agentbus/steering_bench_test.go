@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -503,83 +502,4 @@ func latestRows(rows []steeringRow) []steeringRow {
 		}
 	}
 	return out
-}
-
-// httpSessions and httpClients shape BenchmarkCommandsHTTP.
-const (
-	httpSessions = 200
-	httpClients  = 16
-)
-
-// BenchmarkCommandsHTTP measures commands over HTTP on `up` (external
-// sidecar mode): httpClients clients POST Queued messages to the
-// messages/queue of httpSessions running sessions, round robin, each
-// waiting for its answer (201, the command applied), beside GET /healthz
-// from as many clients in the same run, the HTTP floor of the same server.
-// Each row prints req/s and the p50 and p99 of one request. b.N of up to
-// 20 per session stays within each session's burst of the rate limit, so
-// no request is refused; a refused one fails the benchmark. The whole stack
-// runs in the test process, so -cpuprofile profiles all of it.
-func BenchmarkCommandsHTTP(b *testing.B) {
-	st := startSteeringStack(b)
-	st.grow(b, httpSessions)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: httpClients, MaxConnsPerHost: httpClients}}
-	run := func(b *testing.B, req func(i int) (*http.Request, int)) {
-		var next atomic.Int64
-		lat := make([][]time.Duration, httpClients)
-		var wg sync.WaitGroup
-		b.ResetTimer()
-		start := time.Now()
-		for c := range httpClients {
-			wg.Go(func() {
-				for i := int(next.Add(1)) - 1; i < b.N; i = int(next.Add(1)) - 1 {
-					r, want := req(i)
-					t0 := time.Now()
-					resp, err := client.Do(r)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != want {
-						b.Errorf("%s %s: %d, want %d", r.Method, r.URL.Path, resp.StatusCode, want)
-						return
-					}
-					lat[c] = append(lat[c], time.Since(t0))
-				}
-			})
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		b.StopTimer()
-		all := slices.Concat(lat...)
-		if len(all) == 0 {
-			return
-		}
-		p50, p99, mx := quantiles(all)
-		b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
-		b.ReportMetric(p50, "p50-ms")
-		b.ReportMetric(p99, "p99-ms")
-		b.ReportMetric(mx, "max-ms")
-		b.ReportMetric(0, "ns/op")
-	}
-	b.Run("GET=healthz", func(b *testing.B) {
-		run(b, func(int) (*http.Request, int) {
-			r, _ := http.NewRequest(http.MethodGet, st.base+"/healthz", nil)
-			return r, http.StatusOK
-		})
-	})
-	var sent atomic.Int64
-	b.Run("POST=enqueue", func(b *testing.B) {
-		run(b, func(int) (*http.Request, int) {
-			n := sent.Add(1)
-			id := st.ids[int(n)%len(st.ids)]
-			r, _ := http.NewRequest(http.MethodPost, st.base+"/api/agents/sessions/"+id+"/messages/queue",
-				strings.NewReader(fmt.Sprintf(`{"content":"Next n=%d","priority":"Queued"}`, n)))
-			r.Header.Set("Authorization", "Bearer "+st.token)
-			r.Header.Set("Content-Type", "application/json")
-			return r, http.StatusCreated
-		})
-	})
 }
