@@ -60,8 +60,9 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are handled one at a time, in order; sessions run concurrently, and what
-// they record is written together (see recorder).
+// are handled in order, those that waited in its lane together; sessions
+// run concurrently, and what they record is written together (see
+// recorder).
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MinBatch: 2})
 	if err != nil {

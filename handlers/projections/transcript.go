@@ -48,9 +48,9 @@ func NewTranscript(pool *pgxpool.Pool) *Transcript {
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are projected one at a time, in order as far as the bus keeps it, so
-// that the transcript reads in order while it grows; sessions run
-// concurrently.
+// are projected in order as far as the bus keeps it, those that waited in
+// its lane in one transaction, so that the transcript reads in order while
+// it grows; sessions run concurrently.
 func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:       bus.StreamSidecarEvents,
