@@ -81,9 +81,11 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		BatchHandler: w.HandleBatch,
 		// Many sessions in flight at once make the recorder's writes
 		// large; a busy session's lane holds its next events without
-		// holding up the other sessions'.
+		// holding up the other sessions': room for about a second of a
+		// fast session's events, so the fetching does not stop at a full
+		// lane while writes are slow.
 		Concurrency: 256,
-		LaneBuffer:  8,
+		LaneBuffer:  64,
 		OrderKey:    sessionOf,
 	})
 }

@@ -25,7 +25,7 @@ func TestASessionsEventsThatWaitedShareOneWrite(t *testing.T) {
 	s := start(t)
 	ctx := context.Background()
 	id := s.runningSession(t)
-	const n = 9 // the first and a full lane behind it
+	const n = 9 // the first and eight waiting behind it
 	before := s.worker.Writes()
 
 	tx, err := s.pool.Begin(ctx)
