@@ -78,6 +78,7 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 	for i := range cfg.Concurrency {
 		lane := lanes[i%len(lanes)]
 		wg.Go(func() {
+			batch := make([]jetstream.Msg, 0, buffer+1)
 			for m := range lane {
 				if buffer > 0 && ctx.Err() != nil {
 					// Waiting in the lane when the run ends: handed back
@@ -85,7 +86,14 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 					r.nakNow(m)
 					continue
 				}
-				r.handle(base, m)
+				if cfg.BatchHandler == nil {
+					r.handle(base, m)
+					continue
+				}
+				batch = append(batch[:0], m)
+				batch = takeWaiting(lane, batch)
+				r.handleBatch(base, batch)
+				clear(batch)
 			}
 		})
 	}
@@ -112,6 +120,23 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 	}
 	r.logger.Info("runner stopped")
 	return nil
+}
+
+// takeWaiting appends to batch the messages waiting in lane, up to its
+// capacity, without waiting for more.
+func takeWaiting(lane chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
+	for len(batch) < cap(batch) {
+		select {
+		case m, ok := <-lane:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 type runner struct {

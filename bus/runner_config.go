@@ -28,6 +28,26 @@ import (
 // RunnerConfig.ShutdownTimeout later.
 type Handler func(ctx context.Context, m jetstream.Msg) error
 
+// Delivery is one message of a batch, with the context its handling runs
+// in: it carries the message's trace.
+type Delivery struct {
+	Ctx context.Context
+	Msg jetstream.Msg
+}
+
+// BatchHandler handles the messages waiting in one lane at once, in the
+// order they arrived: with an OrderKey, a key's messages in a batch are in
+// stream order, and no later message of the key is handed out before the
+// batch returns. It returns one error per message, each settled as a
+// Handler's result would be (nil: acknowledged; an error: redelivered;
+// Permanent: dead-lettered), so a message is acknowledged only when its
+// own result says so. A panic counts as an error for every message.
+//
+// Writing a batch together lets a key's events that piled up while its
+// previous write was under way share one write, instead of queueing one
+// write each.
+type BatchHandler func(ctx context.Context, batch []Delivery) []error
+
 // RunnerConfig configures Run.
 type RunnerConfig struct {
 	// Stream is the stream the consumer reads. Required.
@@ -39,8 +59,12 @@ type RunnerConfig struct {
 	// from its first message and leaves the old one behind (on a work queue
 	// the new one is refused while the old one exists): choose it once.
 	Consumer string
-	// Handler handles each message. Required.
+	// Handler handles each message. It or BatchHandler is required.
 	Handler Handler
+	// BatchHandler, instead of Handler, handles everything waiting in a
+	// lane at once: the message a lane's worker takes and up to LaneBuffer
+	// more behind it.
+	BatchHandler BatchHandler
 	// Concurrency is how many messages this process handles at once. Several
 	// processes running the same consumer share its messages. Default 1.
 	Concurrency int
@@ -157,8 +181,10 @@ func (c RunnerConfig) Validate() error {
 		return errors.New("bus: RunnerConfig.Consumer is required")
 	case strings.ContainsAny(c.Consumer, ".*> \t\r\n/\\"):
 		return fmt.Errorf("bus: RunnerConfig.Consumer %q must be a single subject token", c.Consumer)
-	case c.Handler == nil:
-		return errors.New("bus: RunnerConfig.Handler is required")
+	case c.Handler == nil && c.BatchHandler == nil:
+		return errors.New("bus: RunnerConfig.Handler or BatchHandler is required")
+	case c.Handler != nil && c.BatchHandler != nil:
+		return errors.New("bus: RunnerConfig.Handler and BatchHandler exclude each other")
 	case c.IdleHeartbeat > 15*time.Second:
 		return errors.New("bus: RunnerConfig.IdleHeartbeat must be at most 15s")
 	}

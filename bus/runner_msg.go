@@ -66,12 +66,19 @@ func (r *runner) handle(base context.Context, m jetstream.Msg) {
 		for ; err != nil && !IsPermanent(err) && int(attempt) < p.attempts; attempt++ {
 			delay := p.delay(attempt)
 			log.Warn("handler failed, retrying in order", "err", err, "retry_in", delay)
-			if !r.holdInProgress(base, m, p.ackDeadline(md.NumDelivered), delay) {
+			if !r.holdInProgress(base, []jetstream.Msg{m}, p.ackDeadline(md.NumDelivered), delay) {
 				break
 			}
 			err = r.runHandler(base, m, md, p)
 		}
 	}
+	r.settle(m, md, p, err, attempt, log)
+}
+
+// settle acknowledges m when its handler succeeded, dead-letters it when
+// the error is permanent or its attempts are used up, and otherwise hands
+// it back for a redelivery after its backoff.
+func (r *runner) settle(m jetstream.Msg, md *jetstream.MsgMetadata, p *policy, err error, attempt uint64, log *slog.Logger) {
 	switch {
 	case err == nil:
 		if err := m.Ack(); err != nil {
@@ -88,9 +95,9 @@ func (r *runner) handle(base context.Context, m jetstream.Msg) {
 	}
 }
 
-// holdInProgress waits d while telling the server the message is still
+// holdInProgress waits d while telling the server the messages are still
 // being worked on; false when base ended first.
-func (r *runner) holdInProgress(base context.Context, m jetstream.Msg, ackDeadline, d time.Duration) bool {
+func (r *runner) holdInProgress(base context.Context, msgs []jetstream.Msg, ackDeadline, d time.Duration) bool {
 	wait := time.NewTimer(d)
 	defer wait.Stop()
 	tick := time.NewTicker(max(ackDeadline/3, 10*time.Millisecond))
@@ -102,26 +109,50 @@ func (r *runner) holdInProgress(base context.Context, m jetstream.Msg, ackDeadli
 		case <-wait.C:
 			return true
 		case <-tick.C:
-			if err := m.InProgress(); err != nil {
-				r.logger.Debug("progress report failed", "subject", m.Subject(), "err", err)
+			r.reportProgress(msgs)
+		}
+	}
+}
+
+func (r *runner) reportProgress(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		if err := m.InProgress(); err != nil {
+			r.logger.Debug("progress report failed", "subject", m.Subject(), "err", err)
+		}
+	}
+}
+
+// whileRunning reports progress on msgs three times per ack deadline,
+// which leaves room for one report to be late, until the returned stop is
+// called.
+func (r *runner) whileRunning(msgs []jetstream.Msg, ackDeadline time.Duration) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(max(ackDeadline/3, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				r.reportProgress(msgs)
 			}
 		}
+	}()
+	return func() {
+		close(done)
+		// The messages are settled only after the last progress report,
+		// which would otherwise race with the ack.
+		<-stopped
 	}
 }
 
 // runHandler calls the handler, reporting progress to the server while it
 // runs and turning a panic into an error.
 func (r *runner) runHandler(base context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, p *policy) (err error) {
-	// The handler's span continues the trace the message carries, so what
-	// the handler publishes carries it on.
-	ctx, span := tracing.Tracer().Start(tracing.WithTraceparent(base, m.Headers().Get(HeaderTraceparent)),
-		"process "+r.cfg.Consumer, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", m.Subject()),
-			attribute.String("messaging.consumer.group.name", r.cfg.Consumer),
-			attribute.Int64("messaging.nats.stream.sequence", int64(md.Sequence.Stream)),
-			attribute.Int64("messaging.nats.delivery", int64(md.NumDelivered))))
+	ctx, span := r.startSpan(base, m, md)
 	defer func() {
 		if err != nil {
 			span.RecordError(err)
@@ -130,30 +161,7 @@ func (r *runner) runHandler(base context.Context, m jetstream.Msg, md *jetstream
 		span.End()
 	}()
 
-	// Three progress reports per ack deadline leave room for one to be late.
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(max(p.ackDeadline(md.NumDelivered)/3, 10*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if err := m.InProgress(); err != nil {
-					r.logger.Debug("progress report failed", "subject", m.Subject(), "err", err)
-				}
-			}
-		}
-	}()
-	defer func() {
-		close(done)
-		// The message is settled only after the last progress report, which
-		// would otherwise race with the ack.
-		<-stopped
-	}()
+	defer r.whileRunning([]jetstream.Msg{m}, p.ackDeadline(md.NumDelivered))()
 
 	defer func() {
 		if v := recover(); v != nil {
@@ -162,6 +170,19 @@ func (r *runner) runHandler(base context.Context, m jetstream.Msg, md *jetstream
 		}
 	}()
 	return r.cfg.Handler(ctx, m)
+}
+
+// startSpan starts the span of handling m, which continues the trace the
+// message carries, so that what the handler publishes carries it on.
+func (r *runner) startSpan(base context.Context, m jetstream.Msg, md *jetstream.MsgMetadata) (context.Context, trace.Span) {
+	return tracing.Tracer().Start(tracing.WithTraceparent(base, m.Headers().Get(HeaderTraceparent)),
+		"process "+r.cfg.Consumer, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", m.Subject()),
+			attribute.String("messaging.consumer.group.name", r.cfg.Consumer),
+			attribute.Int64("messaging.nats.stream.sequence", int64(md.Sequence.Stream)),
+			attribute.Int64("messaging.nats.delivery", int64(md.NumDelivered))))
 }
 
 // deadLetter publishes a copy of m to agents.dlq.<consumer> and terminates

@@ -29,14 +29,32 @@ type latencies struct {
 	got  []time.Duration
 	want int
 	all  chan struct{}
+	// stored, when set, receives the time each item was stored in the
+	// stream it was read from, for the stage breakdown.
+	stored []atomic.Int64
+	// arrivals are the items' numbers and arrival times, in arrival order.
+	arrivals []arrival
+}
+
+type arrival struct {
+	n  int
+	at time.Time
 }
 
 func (l *latencies) add(n int, at time.Time) {
+	l.addStored(n, at, time.Time{})
+}
+
+func (l *latencies) addStored(n int, at, stored time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n < 0 || n >= len(l.sent) {
 		return
 	}
+	if l.stored != nil {
+		l.stored[n].Store(stored.UnixNano())
+	}
+	l.arrivals = append(l.arrivals, arrival{n, at})
 	l.got = append(l.got, at.Sub(time.Unix(0, l.sent[n].Load())))
 	if len(l.got) == l.want {
 		close(l.all)
@@ -54,6 +72,18 @@ func (l *latencies) wait(b *testing.B, what string) []time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.got)
+}
+
+// since is the time from each item's time in from (unix nanoseconds) to
+// its arrival here.
+func (l *latencies) since(from []atomic.Int64) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lat := make([]time.Duration, len(l.arrivals))
+	for i, a := range l.arrivals {
+		lat[i] = a.at.Sub(time.Unix(0, from[a.n].Load()))
+	}
+	return lat
 }
 
 // itemNumber reads the n of a text "n=<n>".
@@ -86,6 +116,11 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 // JetStream consumer of AGENTS_SIDECAR_EVENTS) and the ACL's (XADD to a
 // JetStream consumer of the feed items on AGENTS_EVENTS) in the same run. b.N is the
 // number of raw events; run with e.g. -benchtime=5000x.
+//
+// The stage metrics split the feed latency by the times JetStream stored
+// each item: stage-relay from the XADD to the raw event stored in
+// AGENTS_SIDECAR_EVENTS, stage-acl from there to the feed item stored in
+// AGENTS_EVENTS, stage-sse from there to the SSE client.
 func BenchmarkLiveFeed(b *testing.B) {
 	const (
 		sessions    = 100
@@ -116,9 +151,10 @@ func BenchmarkLiveFeed(b *testing.B) {
 		require.NoError(b, relay.Activate(ctx, kv, ids[i]))
 	}
 
+	rawStored, feedStored := make([]atomic.Int64, b.N), make([]atomic.Int64, b.N)
 	feed := &latencies{sent: make([]atomic.Int64, b.N), want: b.N * subscribers, all: make(chan struct{})}
-	relayed := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{})}
-	recorded := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{})}
+	relayed := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{}), stored: rawStored}
+	recorded := &latencies{sent: feed.sent, want: b.N, all: make(chan struct{}), stored: feedStored}
 
 	// The relay's own latency: a consumer of the raw events.
 	raw, err := js.OrderedConsumer(ctx, bus.StreamSidecarEvents, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -133,7 +169,11 @@ func BenchmarkLiveFeed(b *testing.B) {
 			Text string `json:"text"`
 		}
 		_ = json.Unmarshal(ev.Data, &d)
-		relayed.add(itemNumber(d.Text), now)
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		relayed.addStored(itemNumber(d.Text), now, md.Timestamp)
 	})
 	require.NoError(b, err)
 	b.Cleanup(cc.Stop)
@@ -151,7 +191,11 @@ func BenchmarkLiveFeed(b *testing.B) {
 		}
 		var d feedpkg.LiveAssistantText
 		_ = json.Unmarshal(env.Data, &d)
-		recorded.add(itemNumber(d.Text), now)
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		recorded.addStored(itemNumber(d.Text), now, md.Timestamp)
 	})
 	require.NoError(b, err)
 	b.Cleanup(ic.Stop)
@@ -220,5 +264,17 @@ func BenchmarkLiveFeed(b *testing.B) {
 	b.ReportMetric(a99, "acl-p99-ms")
 	b.ReportMetric(f50, "feed-p50-ms")
 	b.ReportMetric(f99, "feed-p99-ms")
+	// The stages, from the stored times; the relay's and the ACL's items
+	// have all arrived, so every stored time is known.
+	storedRelay, storedACL := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	for i := range b.N {
+		storedRelay[i] = time.Duration(rawStored[i].Load() - feed.sent[i].Load())
+		storedACL[i] = time.Duration(feedStored[i].Load() - rawStored[i].Load())
+	}
+	for name, lat := range map[string][]time.Duration{"relay": storedRelay, "acl": storedACL, "sse": feed.since(feedStored)} {
+		p50, p99 := percentiles(lat)
+		b.ReportMetric(p50, "stage-"+name+"-p50-ms")
+		b.ReportMetric(p99, "stage-"+name+"-p99-ms")
+	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -60,8 +60,9 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are handled one at a time, in order; sessions run concurrently, and what
-// they record is written together (see recorder).
+// are handled in order, those that waited in its lane together; sessions
+// run concurrently, and what they record is written together (see
+// recorder).
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MinBatch: 2})
 	if err != nil {
@@ -75,12 +76,16 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:   bus.StreamSidecarEvents,
 		Consumer: Consumer,
-		Handler:  w.Handle,
+		// A session's events that waited in its lane are recorded in one
+		// write (see HandleBatch).
+		BatchHandler: w.HandleBatch,
 		// Many sessions in flight at once make the recorder's writes
 		// large; a busy session's lane holds its next events without
-		// holding up the other sessions'.
+		// holding up the other sessions': room for about a second of a
+		// fast session's events, so the fetching does not stop at a full
+		// lane while writes are slow.
 		Concurrency: 256,
-		LaneBuffer:  8,
+		LaneBuffer:  64,
 		OrderKey:    sessionOf,
 	})
 }
@@ -99,77 +104,51 @@ func sessionOf(m jetstream.Msg) string {
 // are not UTF-8, is recorded as an UnknownEvent activity item and
 // dead-lettered; the worker goes on.
 func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
-	meta, err := m.Metadata()
+	r, err := read(m)
 	if err != nil {
 		return err
 	}
-	var ev protocol.RawEvent
-	if err := json.Unmarshal(m.Data(), &ev); err != nil {
-		return bus.Permanent(fmt.Errorf("raw event on %s is not JSON: %w", m.Subject(), err))
-	}
-	sessionID, err := uuid.Parse(ev.SessionID)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("raw event on %s has session id %q: %w", m.Subject(), ev.SessionID, err))
-	}
-	at := time.UnixMilli(ev.TS).UTC()
-	if ev.TS == 0 {
-		at = meta.Timestamp.UTC()
-	}
-	var (
-		tr   translation
-		terr error
-	)
-	if p := invalidText(m.Data()); p != nil {
-		tr, terr = translation{activity: invalidTextActivity(ev, p)}, fmt.Errorf("raw event on %s: %w", m.Subject(), p)
-		ev.Type = jsontext.Clean(ev.Type)
-	} else if ev.Type == protocol.EventTextDelta {
-		return w.publishTextDelta(ctx, ev, sessionID, meta.Sequence.Stream, at)
-	} else if tr, terr = translate(ev); terr != nil {
-		tr = translation{activity: unknownActivity(ev, terr)}
-	}
-	tr.activity.SessionID = sessionID
-	tr.activity.Timestamp = at
-	msgID := m.Headers().Get(jetstream.MsgIDHeader)
-	if msgID == "" {
-		msgID = fmt.Sprintf("%s:%d", m.Subject(), meta.Sequence.Stream)
-	}
-	record := func() error {
-		seq := meta.Sequence.Stream
-		item, err := activityItem(ctx, w.pool, seq, ev.Type, tr.toolUseID, tr.activity)
+	if r.delta {
+		p, err := w.pending(ctx, r)
 		if err != nil {
 			return err
 		}
-		var msg *nats.Msg
-		if w.feed != nil {
-			kind, data := feedItem(ev, item, tr.toolUseID)
-			if msg, err = w.feed.message(ctx, sessionID, seq, kind, at, data); err != nil {
-				return err
-			}
-		}
-		return w.rec.record(ctx, &postgres.ActivityRow{Item: item, Seq: seq, RawType: ev.Type, ToolUseID: tr.toolUseID}, msg)
+		return w.rec.record(ctx, p.row, p.msg)
 	}
-	if tr.ack && terr == nil {
+	tr := r.tr
+	msgID := m.Headers().Get(jetstream.MsgIDHeader)
+	if msgID == "" {
+		msgID = fmt.Sprintf("%s:%d", m.Subject(), r.meta.Sequence.Stream)
+	}
+	record := func() error {
+		p, err := w.pending(ctx, r)
+		if err != nil {
+			return err
+		}
+		return w.rec.record(ctx, p.row, p.msg)
+	}
+	if tr.ack && r.terr == nil {
 		// An ack's item says what it did, so it is recorded after its
 		// command: the session confirms only the command it awaits. A
 		// redelivered ack gets the first result of its command again.
-		refused, err := w.dispatch(ctx, sessionID, msgID, 0, tr.commands[0])
+		refused, err := w.dispatch(ctx, r.sessionID, msgID, 0, tr.commands[0])
 		if err != nil {
 			return err
 		}
 		if refused != nil {
-			tr.activity = unexpectedAck(ev, refused, tr.activity)
+			r.tr.activity = unexpectedAck(r.ev, refused, tr.activity)
 		}
 		return record()
 	}
 	if err := record(); err != nil {
 		return err
 	}
-	if terr != nil {
-		return bus.Permanent(terr)
+	if r.terr != nil {
+		return bus.Permanent(r.terr)
 	}
 	skip := -1
-	if ev.Type == protocol.EventMessageDelivered {
-		if skip, err = w.refusedTurn(ctx, sessionID, tr.commands); err != nil {
+	if r.ev.Type == protocol.EventMessageDelivered {
+		if skip, err = w.refusedTurn(ctx, r.sessionID, tr.commands); err != nil {
 			return err
 		}
 	}
@@ -177,11 +156,151 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 		if i == skip {
 			continue
 		}
-		if _, err := w.dispatch(ctx, sessionID, msgID, i, out); err != nil {
+		if _, err := w.dispatch(ctx, r.sessionID, msgID, i, out); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// HandleBatch handles the raw events waiting in one lane, in order. The
+// events that are only recorded (the agent's text, tool calls and
+// results, logs: all but those that send commands) are recorded together,
+// so a session's events that piled up while its previous write was under
+// way share one write rather than queueing for one each. An event that
+// sends commands is handled as Handle does, after everything before it is
+// recorded, so the feed and the commands keep the raw events' order.
+func (w *Worker) HandleBatch(ctx context.Context, batch []bus.Delivery) []error {
+	errs := make([]error, len(batch))
+	var (
+		group   []int
+		records []*pending
+		fails   []error
+	)
+	flush := func() {
+		if len(group) == 0 {
+			return
+		}
+		for j, err := range w.rec.recordAll(ctx, records) {
+			if err == nil {
+				err = fails[j]
+			}
+			errs[group[j]] = err
+		}
+		group, records, fails = group[:0], records[:0], fails[:0]
+	}
+	for i, d := range batch {
+		r, err := read(d.Msg)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if len(r.tr.commands) > 0 || r.tr.ack {
+			flush()
+			errs[i] = w.Handle(d.Ctx, d.Msg)
+			continue
+		}
+		if r.looksUpCall() {
+			// Its item takes the tool name from its call's item, which may
+			// be waiting in the group.
+			flush()
+		}
+		p, err := w.pending(d.Ctx, r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		var fail error
+		if r.terr != nil {
+			fail = bus.Permanent(r.terr)
+		}
+		group, records, fails = append(group, i), append(records, p), append(fails, fail)
+	}
+	flush()
+	return errs
+}
+
+// rawEvent is a raw event as read from its message, with its translation.
+type rawEvent struct {
+	meta      *jetstream.MsgMetadata
+	ev        protocol.RawEvent
+	sessionID uuid.UUID
+	at        time.Time
+	// delta marks a text_delta, which is published but not recorded.
+	delta bool
+	tr    translation
+	// terr is why the event could not be translated; it is then recorded
+	// as an unknown or invalid event and dead-lettered.
+	terr error
+}
+
+// read reads and translates the raw event in m.
+func read(m jetstream.Msg) (rawEvent, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return rawEvent{}, err
+	}
+	r := rawEvent{meta: meta}
+	if err := json.Unmarshal(m.Data(), &r.ev); err != nil {
+		return r, bus.Permanent(fmt.Errorf("raw event on %s is not JSON: %w", m.Subject(), err))
+	}
+	if r.sessionID, err = uuid.Parse(r.ev.SessionID); err != nil {
+		return r, bus.Permanent(fmt.Errorf("raw event on %s has session id %q: %w", m.Subject(), r.ev.SessionID, err))
+	}
+	r.at = time.UnixMilli(r.ev.TS).UTC()
+	if r.ev.TS == 0 {
+		r.at = meta.Timestamp.UTC()
+	}
+	if p := invalidText(m.Data()); p != nil {
+		r.tr, r.terr = translation{activity: invalidTextActivity(r.ev, p)}, fmt.Errorf("raw event on %s: %w", m.Subject(), p)
+		r.ev.Type = jsontext.Clean(r.ev.Type)
+	} else if r.ev.Type == protocol.EventTextDelta {
+		r.delta = true
+		return r, nil
+	} else if r.tr, r.terr = translate(r.ev); r.terr != nil {
+		r.tr = translation{activity: unknownActivity(r.ev, r.terr)}
+	}
+	r.tr.activity.SessionID = r.sessionID
+	r.tr.activity.Timestamp = r.at
+	return r, nil
+}
+
+// looksUpCall tells whether the event's item reads its tool call's item.
+func (r rawEvent) looksUpCall() bool {
+	a := r.tr.activity
+	return a.Type == domain.ActivityToolCallEnd && a.ToolName == "" && r.tr.toolUseID != ""
+}
+
+// pending is what recording the raw event writes: its activity row and
+// its feed item; a text_delta has only the feed item.
+func (w *Worker) pending(ctx context.Context, r rawEvent) (*pending, error) {
+	seq := r.meta.Sequence.Stream
+	if r.delta {
+		d, err := textDelta(r.ev, r.sessionID, r.at)
+		if err != nil {
+			return nil, bus.Permanent(err)
+		}
+		if w.feed == nil {
+			return &pending{}, nil
+		}
+		msg, err := w.feed.message(ctx, r.sessionID, seq, feed.KindTextDelta, r.at, d)
+		if err != nil {
+			return nil, err
+		}
+		return &pending{msg: msg}, nil
+	}
+	item, err := activityItem(ctx, w.pool, seq, r.ev.Type, r.tr.toolUseID, r.tr.activity)
+	if err != nil {
+		return nil, err
+	}
+	var msg *nats.Msg
+	if w.feed != nil {
+		kind, data := feedItem(r.ev, item, r.tr.toolUseID)
+		if msg, err = w.feed.message(ctx, r.sessionID, seq, kind, r.at, data); err != nil {
+			return nil, err
+		}
+	}
+	return &pending{row: &postgres.ActivityRow{Item: item, Seq: seq, RawType: r.ev.Type, ToolUseID: r.tr.toolUseID}, msg: msg}, nil
 }
 
 // refusedTurn returns the position of BeginTurn among a delivery's
@@ -230,23 +349,6 @@ func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string
 	}
 	w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
 	return e, nil
-}
-
-// publishTextDelta puts a text_delta on the live feed without recording
-// it.
-func (w *Worker) publishTextDelta(ctx context.Context, ev protocol.RawEvent, sessionID uuid.UUID, seq uint64, at time.Time) error {
-	d, err := textDelta(ev, sessionID, at)
-	if err != nil {
-		return bus.Permanent(err)
-	}
-	if w.feed == nil {
-		return nil
-	}
-	msg, err := w.feed.message(ctx, sessionID, seq, feed.KindTextDelta, at, d)
-	if err != nil {
-		return err
-	}
-	return w.rec.record(ctx, nil, msg)
 }
 
 var errUnknownType = errors.New("unknown raw event type")

@@ -32,6 +32,7 @@ type stack struct {
 	pool   *pgxpool.Pool
 	js     jetstream.JetStream
 	client *command.Client
+	worker *acl.Worker
 	owner  uuid.UUID
 	seq    int
 }
@@ -49,6 +50,7 @@ func start(t *testing.T) *stack {
 	client, err := command.NewClient(nc, js, commands.Results{Pool: pool})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
+	worker := acl.New(pool, client)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -56,9 +58,9 @@ func start(t *testing.T) *stack {
 		defer wg.Done()
 		_ = bus.Run(ctx, js, bus.RunnerConfig{Stream: bus.StreamCommands, Consumer: commands.Consumer, Handler: d.Handle, Concurrency: 4})
 	}()
-	go func() { defer wg.Done(); _ = acl.New(pool, client).Run(ctx, js) }()
+	go func() { defer wg.Done(); _ = worker.Run(ctx, js) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &stack{pool: pool, js: js, client: client, owner: uuid.New()}
+	return &stack{pool: pool, js: js, client: client, worker: worker, owner: uuid.New()}
 }
 
 func (s *stack) do(t *testing.T, name string, id uuid.UUID, owner string, data any) command.Result {

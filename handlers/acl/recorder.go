@@ -23,9 +23,10 @@ import (
 // instead of one each. Each handler waits for the write holding its item
 // before it returns, so a raw event is acked only once both are stored.
 //
-// Order: one session's raw events are handled one at a time, each waiting
-// for its write, so a write holds at most one item per session and a
-// session's items reach the feed in the order of its raw events.
+// Order: one session's raw events are handed in by one lane at a time, in
+// order, and wait for their writes; writes happen one after the other and
+// keep the order items came in, so a session's items reach the feed in
+// the order of its raw events.
 //
 // The feed does not wait for Postgres: the row and the feed item are
 // written at the same time. A live client's position is the feed item's
@@ -38,7 +39,8 @@ type recorder struct {
 	// pub publishes the feed items; nil records rows only.
 	pub *bus.Publisher
 	// in is nil until start: then each record call writes on its own.
-	in chan *pending
+	// What one call hands in goes into one write.
+	in chan []*pending
 	// stopped is closed when run returns.
 	stopped chan struct{}
 	// max is the most items one write takes.
@@ -66,7 +68,7 @@ func newRecorder(pool *pgxpool.Pool) *recorder {
 // one, which takes all of it, so the busier the ACL the larger its writes.
 func (r *recorder) start(ctx context.Context, pub *bus.Publisher) {
 	r.pub = pub
-	r.in = make(chan *pending, r.max)
+	r.in = make(chan []*pending, r.max)
 	r.stopped = make(chan struct{})
 	go func() {
 		defer close(r.stopped)
@@ -77,31 +79,52 @@ func (r *recorder) start(ctx context.Context, pub *bus.Publisher) {
 // record stores row and publishes msg (either may be nil) and returns once
 // both are done.
 func (r *recorder) record(ctx context.Context, row *postgres.ActivityRow, msg *nats.Msg) error {
-	p := &pending{row: row, msg: msg, done: make(chan error, 1)}
+	return r.recordAll(ctx, []*pending{{row: row, msg: msg}})[0]
+}
+
+// recordAll writes ps, in order and in the same write, and returns once
+// all are done, with each one's outcome.
+func (r *recorder) recordAll(ctx context.Context, ps []*pending) []error {
+	errs := make([]error, len(ps))
+	for _, p := range ps {
+		p.done = make(chan error, 1)
+	}
 	if r.in == nil {
-		r.write(ctx, []*pending{p})
-		return <-p.done
+		r.write(ctx, ps)
+		for i, p := range ps {
+			errs[i] = <-p.done
+		}
+		return errs
 	}
 	select {
-	case r.in <- p:
+	case r.in <- ps:
 	case <-ctx.Done():
-		return ctx.Err()
+		return fill(errs, ctx.Err())
 	case <-r.stopped:
-		return errRecorderStopped
+		return fill(errs, errRecorderStopped)
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		// The write goes on; the redelivered raw event finds it done.
-		return ctx.Err()
-	case <-r.stopped:
-		// Left unwritten, or written: the redelivery sees to either.
-		return errRecorderStopped
+	for i, p := range ps {
+		select {
+		case errs[i] = <-p.done:
+		case <-ctx.Done():
+			// The write goes on; the redelivered raw event finds it done.
+			errs[i] = ctx.Err()
+		case <-r.stopped:
+			// Left unwritten, or written: the redelivery sees to either.
+			errs[i] = errRecorderStopped
+		}
 	}
+	return errs
 }
 
 var errRecorderStopped = errors.New("acl: recorder stopped")
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
 
 // run takes what is handed in, everything that is waiting at once, and
 // writes it, until ctx ends.
@@ -109,16 +132,16 @@ func (r *recorder) run(ctx context.Context) {
 	batch := make([]*pending, 0, r.max)
 	for {
 		select {
-		case p := <-r.in:
-			batch = append(batch[:0], p)
+		case ps := <-r.in:
+			batch = append(batch[:0], ps...)
 		case <-ctx.Done():
 			return
 		}
 	more:
 		for len(batch) < r.max {
 			select {
-			case p := <-r.in:
-				batch = append(batch, p)
+			case ps := <-r.in:
+				batch = append(batch, ps...)
 			default:
 				break more
 			}

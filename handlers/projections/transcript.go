@@ -48,16 +48,19 @@ func NewTranscript(pool *pgxpool.Pool) *Transcript {
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
-// are projected one at a time, in order as far as the bus keeps it, so
-// that the transcript reads in order while it grows; sessions run
-// concurrently.
+// are projected in order as far as the bus keeps it, those that waited in
+// its lane in one transaction, so that the transcript reads in order while
+// it grows; sessions run concurrently.
 func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
 	return bus.Run(ctx, js, bus.RunnerConfig{
-		Stream:      bus.StreamSidecarEvents,
-		Consumer:    Consumer,
-		Handler:     w.Handle,
-		Concurrency: 4,
-		OrderKey:    sessionOf,
+		Stream:       bus.StreamSidecarEvents,
+		Consumer:     Consumer,
+		BatchHandler: w.HandleBatch,
+		Concurrency:  4,
+		// The events that wait in a lane are projected in one transaction
+		// (see HandleBatch): the busier the sessions, the fewer commits.
+		LaneBuffer: 64,
+		OrderKey:   sessionOf,
 		// A database restart must not let a session's later events be
 		// projected before the one that failed.
 		RetryInOrder: true,
@@ -96,18 +99,54 @@ func (e event) source() postgres.TranscriptSource {
 // and skipped: the acl worker already records and dead-letters it, and a
 // transcript must not stall on it. Only a database failure is retried.
 func (w *Transcript) Handle(ctx context.Context, m jetstream.Msg) error {
-	meta, err := m.Metadata()
+	writes, err := w.writes(m)
 	if err != nil {
 		return err
+	}
+	return w.commit(ctx, writes)
+}
+
+// HandleBatch projects the raw events waiting in a lane in one
+// transaction, in order, so that they share one commit. When it fails,
+// each event is projected in a transaction of its own, so that an event
+// the database refuses fails alone.
+func (w *Transcript) HandleBatch(ctx context.Context, batch []bus.Delivery) []error {
+	writes := make([][]write, len(batch))
+	errs := make([]error, len(batch))
+	var all []write
+	for i, d := range batch {
+		writes[i], errs[i] = w.writes(d.Msg)
+		all = append(all, writes[i]...)
+	}
+	err := w.commit(ctx, all)
+	switch {
+	case err == nil:
+	case len(batch) == 1:
+		errs[0] = err
+	default:
+		for i, d := range batch {
+			if errs[i] == nil {
+				errs[i] = w.commit(d.Ctx, writes[i])
+			}
+		}
+	}
+	return errs
+}
+
+// writes returns the writes of the raw event in m; none for one it skips.
+func (w *Transcript) writes(m jetstream.Msg) ([]write, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return nil, err
 	}
 	var raw protocol.RawEvent
 	if err := json.Unmarshal(m.Data(), &raw); err != nil {
 		w.log.Debug("raw event skipped", "subject", m.Subject(), "error", err)
-		return nil
+		return nil, nil
 	}
 	sessionID, err := uuid.Parse(raw.SessionID)
 	if err != nil || raw.Type == protocol.TypeInvalid || len(raw.Data) == 0 {
-		return nil
+		return nil, nil
 	}
 	ev := event{session: sessionID, seq: int64(meta.Sequence.Stream), typ: raw.Type, data: raw.Data,
 		at: time.UnixMilli(raw.TS).UTC()}
@@ -117,8 +156,13 @@ func (w *Transcript) Handle(ctx context.Context, m jetstream.Msg) error {
 	writes, err := project(ev)
 	if err != nil {
 		w.log.Debug("raw event skipped", "subject", m.Subject(), "error", err)
-		return nil
+		return nil, nil
 	}
+	return writes, nil
+}
+
+// commit runs writes in one transaction.
+func (w *Transcript) commit(ctx context.Context, writes []write) error {
 	if len(writes) == 0 {
 		return nil
 	}
