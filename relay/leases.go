@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -20,23 +22,44 @@ type claimJob struct {
 	err error
 }
 
-// claimConcurrency bounds the lease updates in flight at once: each waits
-// for JetStream to store it, so one at a time would limit how fast a relay
-// takes up new sessions.
+// claimConcurrency bounds the lease updates in flight at once when they go
+// one by one: each waits for JetStream to store it.
 const claimConcurrency = 32
 
-// claimAll takes the leases of jobs.
+// claimBatch is the most leases taken in one atomic batch. A batch holding
+// a lease that another relay took in the meantime is refused whole and
+// taken one by one, so batches stay short enough that a race costs little.
+const claimBatch = 500
+
+// claimAll takes the leases of jobs. Each lease is a revision-checked
+// update of the session's record; JetStream writes each update to disk
+// before it answers, so many at once go as atomic batches (one fsync for
+// the batch), each update still checked against the revision this relay
+// saw (Nats-Expected-Last-Subject-Sequence). A batch the server refuses
+// stores nothing, and its leases are then taken one by one, as they are
+// where the bucket does not take batches.
 func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
 	if len(jobs) == 0 || !c.r.leaseValid() {
 		return
 	}
 	owner := c.owner()
+	for i := range jobs {
+		jobs[i].rec = SessionRecord{State: jobs[i].v.rec.State, Owner: owner}
+	}
+	var single []*claimJob
+	for start := 0; start < len(jobs); start += claimBatch {
+		chunk := jobs[start:min(start+claimBatch, len(jobs))]
+		if len(chunk) > 1 && c.claimBatched(ctx, chunk) {
+			continue
+		}
+		for i := range chunk {
+			single = append(single, &chunk[i])
+		}
+	}
 	g := errgroup.Group{}
 	g.SetLimit(claimConcurrency)
-	for i := range jobs {
-		j := &jobs[i]
+	for _, j := range single {
 		g.Go(func() error {
-			j.rec = SessionRecord{State: j.v.rec.State, Owner: owner}
 			value, _ := json.Marshal(j.rec)
 			cctx, cancel := context.WithTimeout(ctx, kvTimeout)
 			defer cancel()
@@ -62,6 +85,34 @@ func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
 		delete(c.orphaned, j.id)
 		c.hold(j.id, j.rec.State == StateDraining)
 	}
+}
+
+// claimBatched takes the leases of jobs in one atomic batch and reports
+// whether it did. When the outcome is unknown (no answer), the leases are
+// then tried one by one: those the batch took show as revision mismatches,
+// and the bucket's watcher brings them back as this relay's.
+func (c *coordinator) claimBatched(ctx context.Context, jobs []claimJob) bool {
+	msgs := make([]*nats.Msg, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		value, _ := json.Marshal(j.rec)
+		m := nats.NewMsg(sessionSubject(j.id))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(j.v.rev, 10))
+		m.Data = value
+		msgs[i] = m
+	}
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	ack, err := c.pub.PublishBatch(cctx, msgs)
+	if err != nil {
+		c.r.log.Debug("taking leases in a batch failed, taking them one by one", "leases", len(jobs), "err", err)
+		return false
+	}
+	first := ack.Sequence - uint64(len(jobs)-1)
+	for i := range jobs {
+		jobs[i].rev = first + uint64(i)
+	}
+	return true
 }
 
 // hold starts relaying a session; reconcile wakes the pump once for all it
