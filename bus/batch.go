@@ -43,10 +43,31 @@ var errBadBatchAck = errors.New("bus: invalid batch ack")
 // one connection arrive in order, and a lost one shows as a gap the server
 // refuses at commit.
 func (p *Publisher) publishBatch(ctx context.Context, run []*nats.Msg) error {
+	_, err := p.publishAtomic(ctx, run)
+	return err
+}
+
+// PublishBatch publishes msgs, all for one stream, as one atomic batch and
+// returns the commit's ack: the stream and the sequence of the last
+// message. The server stores a batch's messages one after the other, so the
+// first one has Sequence-len(msgs)+1. A *jetstream.APIError means the server
+// refused the batch and stored none of it, e.g. a message's
+// Nats-Expected-Last-Subject-Sequence did not match.
+func (p *Publisher) PublishBatch(ctx context.Context, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := p.bound(ctx)
+	defer cancel()
+	ack, err := p.publishAtomic(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Seq}, nil
+}
+
+func (p *Publisher) publishAtomic(ctx context.Context, run []*nats.Msg) (batchAck, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return batchAck{}, ctx.Err()
 	}
 	defer func() { <-p.slots }()
 
@@ -68,22 +89,23 @@ func (p *Publisher) publishBatch(ctx context.Context, run []*nats.Msg) error {
 			m.Header.Set(headerBatchCommit, "1")
 			ack, err := batchRequest(ctx, nc, m)
 			if err != nil {
-				return err
+				return ack, err
 			}
 			if ack.Batch != id || ack.Count != len(run) || ack.Stream == "" {
-				return fmt.Errorf("%w: batch %q count %d, sent %q count %d", errBadBatchAck, ack.Batch, ack.Count, id, len(run))
+				return ack, fmt.Errorf("%w: batch %q count %d, sent %q count %d", errBadBatchAck, ack.Batch, ack.Count, id, len(run))
 			}
+			return ack, nil
 		case 0:
 			if _, err := batchRequest(ctx, nc, m); err != nil {
-				return err
+				return batchAck{}, err
 			}
 		default:
 			if err := nc.PublishMsg(m); err != nil {
-				return fmt.Errorf("bus: batch publish %s: %w", m.Subject, err)
+				return batchAck{}, fmt.Errorf("bus: batch publish %s: %w", m.Subject, err)
 			}
 		}
 	}
-	return nil
+	return batchAck{}, nil
 }
 
 // batchRequest sends m and decodes the answer; a refusal is returned as the

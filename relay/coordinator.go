@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/bus"
 )
 
 // coordinator decides which sessions this relay holds. It watches
@@ -30,6 +32,8 @@ type coordinator struct {
 	members  jetstream.KeyValue
 
 	hb *heartbeat
+	// pub writes batches of leases.
+	pub *bus.Publisher
 
 	recs       map[string]*recView
 	peers      map[string]*peer

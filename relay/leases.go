@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -20,10 +22,15 @@ type claimJob struct {
 	err error
 }
 
-// claimConcurrency bounds the lease updates in flight at once: each waits
-// for JetStream to store it, so one at a time would limit how fast a relay
-// takes up new sessions.
+// claimConcurrency bounds the lease updates in flight at once when they go
+// one by one: each waits for JetStream to store it.
 const claimConcurrency = 32
+
+// claimBatch is the most leases updated in one atomic batch. A batch
+// holding a lease that another relay took in the meantime is refused whole
+// and updated one by one, so batches stay short enough that a race costs
+// little.
+const claimBatch = 500
 
 // claimAll takes the leases of jobs.
 func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
@@ -31,20 +38,10 @@ func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
 		return
 	}
 	owner := c.owner()
-	g := errgroup.Group{}
-	g.SetLimit(claimConcurrency)
 	for i := range jobs {
-		j := &jobs[i]
-		g.Go(func() error {
-			j.rec = SessionRecord{State: j.v.rec.State, Owner: owner}
-			value, _ := json.Marshal(j.rec)
-			cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-			defer cancel()
-			j.rev, j.err = c.sessions.Update(cctx, j.id, value, j.v.rev)
-			return nil
-		})
+		jobs[i].rec = SessionRecord{State: jobs[i].v.rec.State, Owner: owner}
 	}
-	_ = g.Wait()
+	c.updateAll(ctx, jobs)
 	for i := range jobs {
 		j := &jobs[i]
 		if j.err != nil {
@@ -62,6 +59,66 @@ func (c *coordinator) claimAll(ctx context.Context, jobs []claimJob) {
 		delete(c.orphaned, j.id)
 		c.hold(j.id, j.rec.State == StateDraining)
 	}
+}
+
+// updateAll writes the record j.rec of every job, each a revision-checked
+// update from j.v.rev, and sets j.rev or j.err. JetStream writes each update
+// to disk before it answers, so many at once go as atomic batches (one
+// fsync for the batch), each update still checked against the revision
+// this relay saw (Nats-Expected-Last-Subject-Sequence). A batch the server
+// refuses stores nothing, and its updates are then made one by one, as they
+// are where the bucket does not take batches.
+func (c *coordinator) updateAll(ctx context.Context, jobs []claimJob) {
+	var single []*claimJob
+	for start := 0; start < len(jobs); start += claimBatch {
+		chunk := jobs[start:min(start+claimBatch, len(jobs))]
+		if len(chunk) > 1 && c.updateBatch(ctx, chunk) {
+			continue
+		}
+		for i := range chunk {
+			single = append(single, &chunk[i])
+		}
+	}
+	g := errgroup.Group{}
+	g.SetLimit(claimConcurrency)
+	for _, j := range single {
+		g.Go(func() error {
+			value, _ := json.Marshal(j.rec)
+			cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+			defer cancel()
+			j.rev, j.err = c.sessions.Update(cctx, j.id, value, j.v.rev)
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// updateBatch makes the updates of jobs in one atomic batch and reports
+// whether it did. When the outcome is unknown (no answer), the updates are
+// then tried one by one: those the batch made show as revision mismatches,
+// and the bucket's watcher brings their new records.
+func (c *coordinator) updateBatch(ctx context.Context, jobs []claimJob) bool {
+	msgs := make([]*nats.Msg, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		value, _ := json.Marshal(j.rec)
+		m := nats.NewMsg(sessionSubject(j.id))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(j.v.rev, 10))
+		m.Data = value
+		msgs[i] = m
+	}
+	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	ack, err := c.pub.PublishBatch(cctx, msgs)
+	if err != nil {
+		c.r.log.Debug("updating leases in a batch failed, updating them one by one", "leases", len(jobs), "err", err)
+		return false
+	}
+	first := ack.Sequence - uint64(len(jobs)-1)
+	for i := range jobs {
+		jobs[i].rev, jobs[i].err = first+uint64(i), nil
+	}
+	return true
 }
 
 // hold starts relaying a session; reconcile wakes the pump once for all it
@@ -176,15 +233,13 @@ func (c *coordinator) leave() {
 	defer cancel()
 	c.r.leaseUntil.Store(0)
 	me := c.owner()
+	var jobs []claimJob
 	for id, v := range c.recs {
-		if v.rec.Owner != me {
-			continue
-		}
-		value, _ := json.Marshal(SessionRecord{State: v.rec.State})
-		if _, err := c.sessions.Update(ctx, id, value, v.rev); err != nil {
-			break
+		if v.rec.Owner == me {
+			jobs = append(jobs, claimJob{id: id, v: v, rec: SessionRecord{State: v.rec.State}})
 		}
 	}
+	c.updateAll(ctx, jobs)
 	c.hb.leave(ctx)
 	c.dropAll()
 }

@@ -22,8 +22,12 @@ import (
 // Which streams have new entries it learns from the notifier; while
 // notifications are not known to arrive, it reads every stream each round.
 type pump struct {
-	r          *Relay
-	pub        *bus.Publisher
+	r *Relay
+	// batched publishes a run of events as atomic batches, single one event
+	// at a time (pipelined); costs chooses between them for each run.
+	batched    *bus.Publisher
+	single     *bus.Publisher
+	costs      *publishCosts
 	sessions   map[string]*session
 	byKey      map[string]*session
 	order      []*session
@@ -81,24 +85,50 @@ type session struct {
 }
 
 func newPump(r *Relay) (*pump, error) {
-	// The publisher never leaves a later event of a run stored after an
+	// The publishers never leave a later event of a run stored after an
 	// earlier one that is not: that is what lets the relay find where a
 	// session stopped from its last stored event alone.
-	pub, err := bus.NewPublisher(r.js, bus.PublisherConfig{
+	batched, err := bus.NewPublisher(r.js, bus.PublisherConfig{
 		MaxBatch: r.cfg.MaxBatch,
-		MinBatch: r.cfg.BatchMin,
+		MinBatch: 2,
 		Timeout:  r.cfg.PublishTimeout,
 		Logger:   r.log,
 	})
 	if err != nil {
 		return nil, err
 	}
+	single, err := bus.NewPublisher(r.js, bus.PublisherConfig{
+		DisableBatch: true,
+		Timeout:      r.cfg.PublishTimeout,
+		Logger:       r.log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return &pump{
 		r:        r,
-		pub:      pub,
+		batched:  batched,
+		single:   single,
+		costs:    newPublishCosts(r.cfg.BatchMin),
 		sessions: map[string]*session{},
 		byKey:    map[string]*session{},
 	}, nil
+}
+
+// publish publishes msgs in order, as atomic batches or one by one,
+// whichever it expects to be done sooner.
+func (p *pump) publish(ctx context.Context, msgs []*nats.Msg) error {
+	batch := p.costs.asBatch(len(msgs))
+	pub := p.single
+	if batch {
+		pub = p.batched
+	}
+	start := time.Now()
+	if err := pub.PublishMsgs(ctx, msgs); err != nil {
+		return err
+	}
+	p.costs.observe(len(msgs), batch, time.Since(start))
+	return nil
 }
 
 func (p *pump) run(ctx context.Context) error {
@@ -109,7 +139,8 @@ func (p *pump) run(ctx context.Context) error {
 			_ = p.readClient.Close()
 		}
 	}()
-	defer p.pub.Watch()()
+	defer p.batched.Watch()()
+	defer p.single.Watch()()
 	for ctx.Err() == nil {
 		// Wakes that came before this reconcile are served by it.
 		select {
@@ -329,7 +360,7 @@ func (p *pump) round(ctx context.Context) error {
 		if !p.r.leaseValid() {
 			return errors.New("lease not renewed in time, pausing")
 		}
-		if err := p.pub.PublishMsgs(ctx, b.msgs[start:end]); err != nil {
+		if err := p.publish(ctx, b.msgs[start:end]); err != nil {
 			// Whether JetStream stored the batch is unknown: ask it again.
 			for _, ref := range b.refs[start:end] {
 				ref.s.synced = false

@@ -33,8 +33,13 @@ type SessionRecord struct {
 }
 
 // SessionsKV creates or opens the relay_sessions bucket: one key per session
-// to relay, written by Activate and Deactivate.
+// to relay, written by Activate and Deactivate. Its stream allows atomic
+// batches, so a relay takes many leases with one write to disk.
 func SessionsKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	if kv, err := js.KeyValue(ctx, SessionsBucket); err == nil && atomicBucket(ctx, js) {
+		// Updating the bucket again would turn atomic batches off.
+		return kv, nil
+	}
 	replicas, err := bucketReplicas(ctx, js)
 	if err != nil {
 		return nil, err
@@ -49,8 +54,28 @@ func SessionsKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue
 	if err != nil {
 		return nil, fmt.Errorf("relay: bucket %s: %w", SessionsBucket, err)
 	}
+	// A server that cannot (before 2.12) keeps the bucket as it is: the
+	// relay then takes leases one at a time.
+	if s, err := js.Stream(ctx, sessionsStream); err == nil && !s.CachedInfo().Config.AllowAtomicPublish {
+		cfg := s.CachedInfo().Config
+		cfg.AllowAtomicPublish = true
+		_, _ = js.UpdateStream(ctx, cfg)
+	}
 	return kv, nil
 }
+
+// sessionsStream is the stream behind the relay_sessions bucket.
+const sessionsStream = "KV_" + SessionsBucket
+
+// atomicBucket reports whether the relay_sessions bucket takes atomic batches.
+func atomicBucket(ctx context.Context, js jetstream.JetStream) bool {
+	s, err := js.Stream(ctx, sessionsStream)
+	return err == nil && s.CachedInfo().Config.AllowAtomicPublish
+}
+
+// sessionSubject is the subject of a session's key in the relay_sessions
+// bucket, for writes that go round the KV API (batches of leases).
+func sessionSubject(sessionID string) string { return "$KV." + SessionsBucket + "." + sessionID }
 
 // membersKV creates or opens the relay_members bucket, where each live relay
 // keeps a heartbeat key that expires after ttl.

@@ -14,67 +14,20 @@ import (
 	"github.com/agentbus/agentbus/bus"
 )
 
-// syncConcurrency bounds the sessions prepared at once: a few round trips
-// each, to JetStream and Redis, so a relay taking up many sessions at once
-// keeps many in flight.
+// syncConcurrency bounds the sessions whose pending entries are claimed at
+// once (on takeover): a few round trips to Redis each.
 const syncConcurrency = 64
 
 // sync prepares the sessions that are not: after taking a lease, after a
 // publish that failed in an unknown state, after Redis lost a group.
 //
-// A session whose key Redis refuses (not a stream) is set aside and tried
-// again later, so it does not hold the others up; any other error stops
-// the round.
-func (p *pump) sync(ctx context.Context) error {
-	if !p.needSync {
-		return nil
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(syncConcurrency)
-	now := time.Now()
-	var started []*session
-	waiting := false
-	for _, s := range p.order {
-		if s.synced {
-			continue
-		}
-		if now.Before(s.retryAt) {
-			waiting = true
-			continue
-		}
-		started = append(started, s)
-		g.Go(func() error {
-			err := p.syncOne(gctx, s)
-			var rerr redis.Error
-			switch {
-			case err == nil:
-				s.failures = 0
-			case errors.As(err, &rerr):
-				s.retryAt = time.Now().Add(backoff(s.failures + 4))
-				if s.failures == 0 {
-					p.r.log.Warn("session stream refused, setting it aside", "session_id", s.id, "key", s.key, "err", err)
-				}
-				s.failures++
-			default:
-				return err
-			}
-			return nil
-		})
-	}
-	err := g.Wait()
-	for _, s := range started {
-		if s.synced {
-			// Its pending entries are read next.
-			p.enqueue(s)
-		} else {
-			waiting = true
-		}
-	}
-	p.needSync = waiting || err != nil
-	return err
-}
-
-// syncOne finds where the session's relaying stopped and makes sure its
+// Every session to prepare is prepared at once: one lookup in JetStream per
+// few dozen sessions, one pipeline of XGROUP CREATE to Redis, then the
+// takeovers' claims. A session whose key Redis refuses (not a stream) is
+// set aside and tried again later, so it does not hold the others up; any
+// other error stops the round.
+//
+// Preparing a session finds where its relaying stopped and makes sure its
 // consumer group exists:
 //
 //   - The last event JetStream stores for the session names the entry it came
@@ -87,37 +40,107 @@ func (p *pump) sync(ctx context.Context) error {
 //   - On taking the lease, the entries other consumers (a dead relay) read
 //     but did not acknowledge are claimed, to be read again from this
 //     relay's pending entries.
-func (p *pump) syncOne(ctx context.Context, s *session) error {
-	last, err := p.r.lastRelayed(ctx, s.id)
+func (p *pump) sync(ctx context.Context) error {
+	if !p.needSync {
+		return nil
+	}
+	now := time.Now()
+	var todo []*session
+	waiting := false
+	for _, s := range p.order {
+		switch {
+		case s.synced:
+		case now.Before(s.retryAt):
+			waiting = true
+		default:
+			todo = append(todo, s)
+		}
+	}
+	err := p.prepare(ctx, todo)
+	for _, s := range todo {
+		if s.synced {
+			// Its pending entries are read next.
+			p.enqueue(s)
+		} else {
+			waiting = true
+		}
+	}
+	p.needSync = waiting || err != nil
+	return err
+}
+
+func (p *pump) prepare(ctx context.Context, todo []*session) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	ids := make([]string, len(todo))
+	for i, s := range todo {
+		ids[i] = s.id
+	}
+	last, err := p.r.lastRelayedMany(ctx, ids)
 	if err != nil {
 		return err
 	}
-	start := last
-	if start == "" {
-		start = "0"
-	}
-	rdb := p.r.rdb
-	group := p.r.cfg.Group
-	err = rdb.XGroupCreateMkStream(ctx, s.key, group, start).Err()
-	switch {
-	case err == nil:
-		// A new group: no consumer has read anything to claim.
-		s.claimed = true
-	case !redis.HasErrorPrefix(err, "BUSYGROUP"):
+	rdb, group := p.r.rdb, p.r.cfg.Group
+	creates := make([]*redis.StatusCmd, len(todo))
+	_, err = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, s := range todo {
+			start := last[s.id]
+			if start == "" {
+				start = "0"
+			}
+			creates[i] = pipe.XGroupCreateMkStream(ctx, s.key, group, start)
+		}
+		return nil
+	})
+	var rerr redis.Error
+	if err != nil && !errors.As(err, &rerr) {
+		// The pipeline failed as a whole (a connection error), not a command.
 		return err
 	}
-	if !s.claimed {
-		if err := p.claim(ctx, s); err != nil {
-			return err
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(syncConcurrency)
+	for i, s := range todo {
+		err := creates[i].Err()
+		switch {
+		case err == nil:
+			// A new group: no consumer has read anything to claim.
+			s.claimed = true
+		case !redis.HasErrorPrefix(err, "BUSYGROUP"):
+			p.setAside(s, err)
+			continue
 		}
-		s.claimed = true
+		g.Go(func() error {
+			if !s.claimed {
+				if err := p.claim(gctx, s); err != nil {
+					var refused redis.Error
+					if errors.As(err, &refused) {
+						p.setAside(s, err)
+						return nil
+					}
+					return err
+				}
+				s.claimed = true
+			}
+			if entry := last[s.id]; idAfter(entry, s.published) {
+				s.published = entry
+			}
+			s.cursor = "0-0"
+			s.synced = true
+			s.failures = 0
+			return nil
+		})
 	}
-	if idAfter(last, s.published) {
-		s.published = last
+	return g.Wait()
+}
+
+// setAside delays preparing a session whose key Redis refused.
+func (p *pump) setAside(s *session, err error) {
+	s.retryAt = time.Now().Add(backoff(s.failures + 4))
+	if s.failures == 0 {
+		p.r.log.Warn("session stream refused, setting it aside", "session_id", s.id, "key", s.key, "err", err)
 	}
-	s.cursor = "0-0"
-	s.synced = true
-	return nil
+	s.failures++
 }
 
 // claim moves every pending entry of the session's group to this relay and
