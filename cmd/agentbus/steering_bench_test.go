@@ -407,8 +407,8 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // what the stack did per message: JetStream messages stored, Postgres
 // transactions and rows written, Redis commands (the benchmark's own as
 // the sidecar left out), and the p50/p99 of each hop of the way (see
-// hopNames: api, commands worker, publication of the event, delivery
-// reaction, relay), which add up to the total. b.N is the number of messages per row. A PNG plot
+// hopNames: api, commands worker, sending to the sidecar, relay), which
+// add up to the total, and of the event's publication. b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
 	sessions := envInts(b, envSteeringSessions, "10,100")
@@ -435,7 +435,7 @@ func BenchmarkSteering(b *testing.B) {
 		b.StopTimer()
 		time.Sleep(1500 * time.Millisecond)
 		after := st.counters(b)
-		var hops [hopCount][]time.Duration
+		var hops [hopCount + 1][]time.Duration
 		for _, n := range ns {
 			if h, ok := st.clock.take(n).hops(); ok {
 				for i, d := range h {
