@@ -304,6 +304,23 @@ func (st *steeringStack) history(b *testing.B, h int, have int) {
 		})
 	}
 	wg.Wait()
+	st.settle(b)
+}
+
+// settle waits until the stack stores nothing more on JetStream for a
+// second: the deliveries of the messages just posted are all confirmed,
+// so a row measures the history, not the backlog of its making.
+func (st *steeringStack) settle(b *testing.B) {
+	last := st.counters(b).jsStored
+	for quiet := 0; quiet < 4; {
+		time.Sleep(250 * time.Millisecond)
+		now := st.counters(b).jsStored
+		if now == last {
+			quiet++
+		} else {
+			quiet, last = 0, now
+		}
+	}
 }
 
 // counters are what the stack did, read before and after a row.
