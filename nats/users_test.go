@@ -151,7 +151,7 @@ func TestUsersPublishOnlyOnTheirSubjects(t *testing.T) {
 			[]string{"agents.evt.session." + s + ".session_allocated", "agents.sidecar." + s + ".commands.start"}, bus.StreamEvents},
 		{"runtime", []string{"agents.cmd.session.start_failed"},
 			[]string{"agents.sidecar." + s + ".events.assistant", "agents.evt.session." + s + ".session_failed"}, bus.StreamEvents},
-		{"commands", []string{"agents.evt.session." + s + ".session_paused"},
+		{"commands", []string{"agents.evt.session." + s + ".session_paused", "agents.sidecar." + s + ".commands.steering_message"},
 			[]string{"agents.evt.activity." + s + ".item", "agents.cmd.session.pause", "agents.sidecar." + s + ".commands.pause"}, bus.StreamCommands},
 	}
 	for _, tc := range cases {

@@ -72,6 +72,14 @@ type Forwarder struct {
 	PollInterval time.Duration
 	// Log receives progress and errors (default slog.Default()).
 	Log *slog.Logger
+	// Along, when set, returns the messages that Forward sends along with
+	// an event, at the same time as the events: what a reaction would send
+	// for the event, under an id derived from it, sent without waiting for
+	// the event to be stored and handed to the reaction. The reaction sends
+	// it again when the event reaches it, which JetStream drops as a
+	// duplicate, so these messages need no outbox row and the sweep does
+	// not send them.
+	Along func(ctx context.Context, event Message) []*nats.Msg
 }
 
 // New returns a Forwarder of source that publishes through js with a
@@ -112,7 +120,24 @@ func (f *Forwarder) Forward(ctx context.Context, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := f.Publisher.PublishMsgs(ctx, natsMsgs(msgs)); err != nil {
+	var along []*nats.Msg
+	if f.Along != nil {
+		for _, m := range msgs {
+			along = append(along, f.Along(ctx, m)...)
+		}
+	}
+	sentAlong := make(chan error, 1)
+	if len(along) > 0 {
+		go func() { sentAlong <- f.Publisher.PublishMsgs(ctx, along) }()
+	} else {
+		sentAlong <- nil
+	}
+	err := f.Publisher.PublishMsgs(ctx, natsMsgs(msgs))
+	if alongErr := <-sentAlong; alongErr != nil {
+		// The reaction sends them anyway once the event reaches it.
+		f.log().Warn("messages along the events not sent", "error", alongErr)
+	}
+	if err != nil {
 		return fmt.Errorf("outbox: forward: %w", err)
 	}
 	return f.forget(ctx, msgs)

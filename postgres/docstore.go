@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
@@ -34,9 +35,23 @@ func loadDoc(ctx context.Context, q Querier, table string, idColumn string, id u
 // saveVersioned updates a row if it still has the version that was loaded.
 // columns are set alongside doc and version.
 func saveVersioned(ctx context.Context, tx pgx.Tx, table, idColumn string, id uuid.UUID, loaded int64, doc any, columns map[string]any) error {
-	raw, err := json.Marshal(doc)
+	sql, args, check, err := versionedUpdate(table, idColumn, id, loaded, doc, columns)
 	if err != nil {
 		return err
+	}
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	return check(tag)
+}
+
+// versionedUpdate is the statement of saveVersioned, and the check of its
+// result that tells a version conflict.
+func versionedUpdate(table, idColumn string, id uuid.UUID, loaded int64, doc any, columns map[string]any) (string, []any, func(pgconn.CommandTag) error, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return "", nil, nil, err
 	}
 	set := "doc = $3, version = version + 1"
 	args := []any{id, loaded, raw}
@@ -44,14 +59,13 @@ func saveVersioned(ctx context.Context, tx pgx.Tx, table, idColumn string, id uu
 		args = append(args, columns[name])
 		set += fmt.Sprintf(", %s = $%d", name, len(args))
 	}
-	tag, err := tx.Exec(ctx, "UPDATE "+table+" SET "+set+" WHERE "+idColumn+" = $1 AND version = $2", args...)
-	if err != nil {
-		return err
+	check := func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%s %s: %w", table, id, ErrVersionConflict)
+		}
+		return nil
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s %s: %w", table, id, ErrVersionConflict)
-	}
-	return nil
+	return "UPDATE " + table + " SET " + set + " WHERE " + idColumn + " = $1 AND version = $2", args, check, nil
 }
 
 // insertDoc inserts a new aggregate row at version 1.

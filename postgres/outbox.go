@@ -48,13 +48,21 @@ func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 	return nil
 }
 
-// DeferredOutboxTx is a transaction whose outbox writes wait for Flush,
-// which sends them in one round trip with the transaction's last
-// statements: a command's transaction is then one round trip shorter.
+// DeferredOutboxTx is a transaction whose outbox writes, and the writes a
+// repository defers to it (Defer), wait for Flush, which sends them in one
+// round trip with the transaction's last statements: a command's
+// transaction is then shorter by a round trip for each.
 type DeferredOutboxTx struct {
 	pgx.Tx
+	writes  []deferredWrite
 	pending []OutboxMessage
 	written []OutboxMessage
+}
+
+type deferredWrite struct {
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
 }
 
 // Pending returns the outbox messages held for Flush.
@@ -67,17 +75,55 @@ func (d *DeferredOutboxTx) Written() []OutboxMessage { return d.written }
 // DeferOutbox wraps tx so that its outbox writes wait for Flush.
 func DeferOutbox(tx pgx.Tx) *DeferredOutboxTx { return &DeferredOutboxTx{Tx: tx} }
 
-// Flush writes the outbox messages held so far, then runs last, all in one
-// round trip.
+// Defer holds a write for Flush, which runs the held writes in the order
+// they were deferred, before the outbox messages, and fails with the first
+// error of a write or of its check (which may be nil). Only a write that
+// nothing in the transaction reads back may wait.
+func (d *DeferredOutboxTx) Defer(sql string, args []any, check func(pgconn.CommandTag) error) {
+	d.writes = append(d.writes, deferredWrite{sql: sql, args: args, check: check})
+}
+
+// Flush runs the held writes, writes the outbox messages held so far, then
+// runs last, all in one round trip.
 func (d *DeferredOutboxTx) Flush(ctx context.Context, last *pgx.Batch) error {
 	b := &pgx.Batch{}
+	writes := d.writes
+	d.writes = nil
+	for _, w := range writes {
+		b.Queue(w.sql, w.args...)
+	}
 	if len(d.pending) > 0 {
 		b.Queue(outboxInsert, outboxArgs(d.pending)...)
 		d.written = append(d.written, d.pending...)
 		d.pending = nil
 	}
 	b.QueuedQueries = append(b.QueuedQueries, last.QueuedQueries...)
-	return d.Tx.SendBatch(ctx, b).Close()
+	br := d.Tx.SendBatch(ctx, b)
+	for _, w := range writes {
+		tag, err := br.Exec()
+		if err == nil && w.check != nil {
+			err = w.check(tag)
+		}
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+	}
+	return br.Close()
+}
+
+// execOrDefer runs a write in tx, or holds it for Flush when tx is a
+// DeferredOutboxTx; check, when not nil, judges its result either way.
+func execOrDefer(ctx context.Context, tx pgx.Tx, sql string, args []any, check func(pgconn.CommandTag) error) error {
+	if d, ok := tx.(*DeferredOutboxTx); ok {
+		d.Defer(sql, args, check)
+		return nil
+	}
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err == nil && check != nil {
+		err = check(tag)
+	}
+	return err
 }
 
 // outboxInsert is one multi-row insert; WITH ORDINALITY keeps the

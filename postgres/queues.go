@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbus/agentbus/domain"
 )
@@ -108,7 +109,18 @@ func (Queues) Save(ctx context.Context, tx pgx.Tx, q *domain.SessionMessageQueue
 			err = ErrVersionConflict
 		}
 	} else {
-		err = saveVersioned(ctx, tx, "message_queues", "session_id", q.SessionID(), loaded, doc, nil)
+		// In a DeferredOutboxTx the update and the moves to the history
+		// wait for the commit's round trip: the version check is then read
+		// from its results, first, before anything else counts.
+		var (
+			sql   string
+			args  []any
+			check func(pgconn.CommandTag) error
+		)
+		sql, args, check, err = versionedUpdate("message_queues", "session_id", q.SessionID(), loaded, doc, nil)
+		if err == nil {
+			err = execOrDefer(ctx, tx, sql, args, check)
+		}
 	}
 	if err != nil {
 		return err
@@ -118,9 +130,9 @@ func (Queues) Save(ctx context.Context, tx pgx.Tx, q *domain.SessionMessageQueue
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
+		if err := execOrDefer(ctx, tx, `
 INSERT INTO message_history (message_id, session_id, sequence, status, doc) VALUES ($1, $2, $3, $4, $5)`,
-			m.MessageID, q.SessionID(), m.Sequence, string(m.Status), raw); err != nil {
+			[]any{m.MessageID, q.SessionID(), m.Sequence, string(m.Status), raw}, nil); err != nil {
 			return err
 		}
 	}

@@ -154,3 +154,75 @@ func newSession(t *testing.T, pool interface {
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return postgres.Sessions{}.Add(ctx, tx, s) }))
 	return id, owner
 }
+
+// TestQueueWritesWaitForTheCommitRoundTrip: in a DeferredOutboxTx, a
+// queue's save sends nothing until Flush, which sends its update, the
+// moves to the history and the outbox in one round trip; a save of a queue
+// that changed since it was loaded fails there with a version conflict,
+// before anything else of the round trip counts.
+func TestQueueWritesWaitForTheCommitRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	id, _ := newSession(t, pool)
+	a := uuid.New()
+	now := time.Now().UTC()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		sq, err := postgres.Queues{}.Load(ctx, tx, id, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		if _, err := sq.Queue.Enqueue(a, "first", domain.PriorityImmediate, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
+			return err
+		}
+		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
+	}))
+	version := func(q postgres.Querier) (v int64) {
+		require.NoError(t, q.QueryRow(ctx, "SELECT version FROM message_queues WHERE session_id = $1", id).Scan(&v))
+		return v
+	}
+	history := func(q postgres.Querier) (n int) {
+		require.NoError(t, q.QueryRow(ctx, "SELECT count(*) FROM message_history WHERE session_id = $1", id).Scan(&n))
+		return n
+	}
+
+	deliver := func(tx *postgres.DeferredOutboxTx) error {
+		sq, err := postgres.Queues{}.Load(ctx, tx, id, a)
+		if err != nil {
+			return err
+		}
+		if err := sq.Queue.MarkDelivered(a, now); err != nil {
+			return err
+		}
+		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		d := postgres.DeferOutbox(tx)
+		require.NoError(t, deliver(d))
+		assert.Equal(t, int64(1), version(tx), "the update waits for Flush")
+		assert.Equal(t, 0, history(tx), "the move to the history waits for Flush")
+		assert.Len(t, d.Pending(), 1, "its event waits for Flush")
+		require.NoError(t, d.Flush(ctx, &pgx.Batch{}))
+		assert.Equal(t, int64(2), version(tx))
+		assert.Equal(t, 1, history(tx))
+		return nil
+	}))
+
+	// A stale save: loaded at version 2, updated by another transaction
+	// before it is saved.
+	conflict := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		d := postgres.DeferOutbox(tx)
+		sq, err := postgres.Queues{}.Load(ctx, d, id, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		if _, err := sq.Queue.Enqueue(uuid.New(), "second", domain.PriorityQueued, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
+			return err
+		}
+		_, err = pool.Exec(ctx, "UPDATE message_queues SET version = version + 1 WHERE session_id = $1", id)
+		require.NoError(t, err)
+		require.NoError(t, postgres.Queues{}.Save(ctx, d, sq.Queue), "the conflict shows at Flush")
+		return d.Flush(ctx, &pgx.Batch{})
+	})
+	require.ErrorIs(t, conflict, postgres.ErrVersionConflict)
+	assert.Equal(t, int64(3), version(pool), "only the other transaction's update")
+}

@@ -78,6 +78,9 @@ type steeringStack struct {
 	// sidecars, to leave them out of the stack's count.
 	own  atomic.Int64
 	next atomic.Int64
+	// clock marks each message's stages on the way, for the per-hop
+	// breakdown.
+	clock *hopClock
 }
 
 type delivery struct {
@@ -91,6 +94,7 @@ type delivery struct {
 type externalUp struct {
 	base, token, dataDir, owner, dbURL string
 	ctx                                context.Context
+	nc                                 *nats.Conn
 	js                                 jetstream.JetStream
 	kv                                 jetstream.KeyValue
 	rdb                                *redis.Client
@@ -140,13 +144,15 @@ func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
 	require.NoError(b, err)
 	u.kv, err = relay.SessionsKV(ctx, u.js)
 	require.NoError(b, err)
+	u.nc = nc
 	u.rdb = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), PoolSize: 64})
 	b.Cleanup(func() { _ = u.rdb.Close() })
 	return u
 }
 
 func startSteeringStack(b *testing.B) *steeringStack {
-	return &steeringStack{externalUp: startExternalUp(b, "steerbench"), sent: map[int]time.Time{}, got: make(chan delivery, 1024)}
+	u := startExternalUp(b, "steerbench")
+	return &steeringStack{externalUp: u, sent: map[int]time.Time{}, got: make(chan delivery, 1024), clock: newHopClock(b, u.nc)}
 }
 
 func (st *steeringStack) do(b *testing.B, method, path, body string, want int) map[string]any {
@@ -223,6 +229,7 @@ func (st *steeringStack) playSidecar(b *testing.B, id string) {
 					delete(st.sent, n)
 					st.mu.Unlock()
 					if ok {
+						st.clock.mark(n, func(h *hopMarks) { h.posted, h.redis = sent, now })
 						st.got <- delivery{n: n, at: now.Sub(sent)}
 					}
 				}
@@ -261,8 +268,8 @@ func (st *steeringStack) enqueue(b *testing.B, id, body string, sending func()) 
 }
 
 // steer posts one Immediate message to session i of the sampled ones and
-// returns its latency to the sidecar's command stream.
-func (st *steeringStack) steer(b *testing.B, i int) time.Duration {
+// returns its number and its latency to the sidecar's command stream.
+func (st *steeringStack) steer(b *testing.B, i int) (int, time.Duration) {
 	n := int(st.next.Add(1))
 	id := st.ids[i%min(len(st.ids), steeringSampled)]
 	st.enqueue(b, id, fmt.Sprintf(`{"content":"Steer n=%d","priority":"Immediate"}`, n), func() {
@@ -274,7 +281,7 @@ func (st *steeringStack) steer(b *testing.B, i int) time.Duration {
 		select {
 		case d := <-st.got:
 			if d.n == n {
-				return d.at
+				return n, d.at
 			}
 		case <-time.After(2 * wait):
 			b.Fatalf("message %d never reached the sidecar", n)
@@ -296,6 +303,23 @@ func (st *steeringStack) history(b *testing.B, h int, have int) {
 		})
 	}
 	wg.Wait()
+	st.settle(b)
+}
+
+// settle waits until the stack stores nothing more on JetStream for a
+// second: the deliveries of the messages just posted are all confirmed,
+// so a row measures the history, not the backlog of its making.
+func (st *steeringStack) settle(b *testing.B) {
+	last := st.counters(b).jsStored
+	for quiet := 0; quiet < 4; {
+		time.Sleep(250 * time.Millisecond)
+		now := st.counters(b).jsStored
+		if now == last {
+			quiet++
+		} else {
+			quiet, last = 0, now
+		}
+	}
 }
 
 // counters are what the stack did, read before and after a row.
@@ -398,7 +422,9 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // and a JetStream publish→ack round trip measured in the same run, and
 // what the stack did per message: JetStream messages stored, Postgres
 // transactions and rows written, Redis commands (the benchmark's own as
-// the sidecar left out). b.N is the number of messages per row. A PNG plot
+// the sidecar left out), and the p50/p99 of each hop of the way (see
+// hopNames: api, commands worker, sending to the sidecar, relay), which
+// add up to the total, and of the event's publication. b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
 	sessions := envInts(b, envSteeringSessions, "10,100")
@@ -409,18 +435,30 @@ func BenchmarkSteering(b *testing.B) {
 	measure := func(b *testing.B, row steeringRow) {
 		// Warm up: one message per sampled session.
 		for i := range min(len(st.ids), steeringSampled) {
-			st.steer(b, i)
+			n, _ := st.steer(b, i)
+			st.clock.take(n)
 		}
 		time.Sleep(1500 * time.Millisecond) // Postgres publishes its statistics at most once a second
 		before := st.counters(b)
 		lat := make([]time.Duration, 0, b.N)
+		ns := make([]int, 0, b.N)
 		b.ResetTimer()
 		for i := range b.N {
-			lat = append(lat, st.steer(b, i))
+			n, d := st.steer(b, i)
+			lat = append(lat, d)
+			ns = append(ns, n)
 		}
 		b.StopTimer()
 		time.Sleep(1500 * time.Millisecond)
 		after := st.counters(b)
+		var hops [hopCount + 1][]time.Duration
+		for _, n := range ns {
+			if h, ok := st.clock.take(n).hops(); ok {
+				for i, d := range h {
+					hops[i] = append(hops[i], d)
+				}
+			}
+		}
 		redisRTT, jsRTT := st.baselines(b, max(b.N, 100))
 		row.p50, row.p99, row.max = quantiles(lat)
 		r50, r99, rmax := quantiles(redisRTT)
@@ -436,6 +474,14 @@ func BenchmarkSteering(b *testing.B) {
 		b.ReportMetric(j50, "js-rtt-p50-ms")
 		b.ReportMetric(j99, "js-rtt-p99-ms")
 		b.ReportMetric(jmax, "js-rtt-max-ms")
+		for i, name := range hopNames {
+			if len(hops[i]) == 0 {
+				continue
+			}
+			h50, h99, _ := quantiles(hops[i])
+			b.ReportMetric(h50, name+"-p50-ms")
+			b.ReportMetric(h99, name+"-p99-ms")
+		}
 		b.ReportMetric(per(float64(after.jsStored-before.jsStored)), "js-stored/msg")
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/msg")
 		b.ReportMetric(per(float64(after.pgTuples-before.pgTuples)), "pg-rows/msg")

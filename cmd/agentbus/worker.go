@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
+	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
@@ -134,6 +135,9 @@ func runCommandsWorker(ctx context.Context, in *infra) error {
 	if err != nil {
 		return err
 	}
+	// Steering goes to the sidecar with the event that raised it, not one
+	// hop later from the delivery reaction.
+	forwarder.Along = reactions.SteeringAlong
 	d.ForwardEvents(forwarder)
 	return bus.Run(ctx, in.JS, bus.RunnerConfig{
 		Stream:      bus.StreamCommands,

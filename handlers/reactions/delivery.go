@@ -6,10 +6,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -113,7 +115,45 @@ func steering(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
 
 // deliver sends one message to the session's sidecar.
 func deliver(ctx context.Context, js jetstream.JetStream, session, owner uuid.UUID, msg domain.SessionMessage) error {
-	return sendToSidecar(ctx, js, session.String(), owner.String(), "deliver/"+msg.MessageID.String(),
-		protocol.CommandSteeringMessage, protocol.SteeringMessage{
-			MessageID: msg.MessageID.String(), Content: msg.Content, Priority: string(msg.Priority)})
+	return sendToSidecarAs(ctx, js, session.String(), owner.String(), deliveryID(msg.MessageID),
+		protocol.CommandSteeringMessage, steeringData(msg))
+}
+
+// deliveryID is the id of the sidecar command that delivers a message:
+// one id per message, however often and by whom it is sent.
+func deliveryID(message uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(sidecarNamespace, []byte("deliver/"+message.String()+"/"+protocol.CommandSteeringMessage))
+}
+
+func steeringData(msg domain.SessionMessage) protocol.SteeringMessage {
+	return protocol.SteeringMessage{MessageID: msg.MessageID.String(), Content: msg.Content, Priority: string(msg.Priority)}
+}
+
+// SteeringAlong returns, for a committed event that steers a running
+// session (see Handle), the steering_message this reaction sends for it,
+// and nothing for any other event. The worker that committed the event
+// sends it along with the event, at the same time: steering then waits
+// neither for the event to be stored nor for this reaction to be handed
+// it. The reaction still sends it when the event arrives, under the same
+// id, and JetStream drops that copy as a duplicate; so a worker that dies
+// before sending it loses nothing, and the message needs no outbox row of
+// its own.
+func SteeringAlong(ctx context.Context, ev outbox.Message) []*nats.Msg {
+	if ev.Type != (domain.MessageEnqueuedEvent{}).EventType() {
+		return nil
+	}
+	env, err := bus.DecodeEnvelope(ev.Payload)
+	if err != nil {
+		return nil
+	}
+	e, ok := steering(env)
+	if !ok {
+		return nil
+	}
+	msg, err := sidecarMsg(ctx, env.AggregateID, e.OwnerID.String(), deliveryID(e.MessageID), protocol.CommandSteeringMessage,
+		steeringData(domain.SessionMessage{MessageID: e.MessageID, Content: e.Content, Priority: e.Priority}))
+	if err != nil {
+		return nil
+	}
+	return []*nats.Msg{msg}
 }

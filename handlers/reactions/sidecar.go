@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
@@ -35,9 +36,21 @@ func sendToSidecar(ctx context.Context, js jetstream.JetStream, sessionID, owner
 // sendToSidecarAs publishes a command under the id the session chose for
 // it: the command whose ack the session awaits.
 func sendToSidecarAs(ctx context.Context, js jetstream.JetStream, sessionID, ownerID string, id uuid.UUID, typ string, data any) error {
-	raw, err := json.Marshal(data)
+	msg, err := sidecarMsg(ctx, sessionID, ownerID, id, typ, data)
 	if err != nil {
 		return bus.Permanent(err)
+	}
+	if _, err := bus.PublishMsg(ctx, js, msg); err != nil {
+		return fmt.Errorf("send %s to sidecar %s: %w", typ, sessionID, err)
+	}
+	return nil
+}
+
+// sidecarMsg is the message of a command for a session's sidecar.
+func sidecarMsg(ctx context.Context, sessionID, ownerID string, id uuid.UUID, typ string, data any) (*nats.Msg, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
 	}
 	env := bus.Envelope{
 		ID:          id.String(),
@@ -48,14 +61,7 @@ func sendToSidecarAs(ctx context.Context, js jetstream.JetStream, sessionID, own
 		OccurredAt:  time.Now().UTC(),
 		Data:        raw,
 	}
-	msg, err := bus.NewMsg(ctx, bus.SidecarCommandSubject(sessionID, typ), env)
-	if err != nil {
-		return bus.Permanent(err)
-	}
-	if _, err := bus.PublishMsg(ctx, js, msg); err != nil {
-		return fmt.Errorf("send %s to sidecar %s: %w", typ, sessionID, err)
-	}
-	return nil
+	return bus.NewMsg(ctx, bus.SidecarCommandSubject(sessionID, typ), env)
 }
 
 // SidecarDispatchConsumer is the durable consumer of the sidecar dispatch
