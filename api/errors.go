@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
@@ -274,6 +275,12 @@ func mapError(ctx context.Context, err error) *Problem {
 		}
 	}
 	status, ok := statusOfKind[kind]
+	if !ok && databaseUnavailable(err) {
+		slog.WarnContext(ctx, "api: database unavailable", "err", err)
+		p := newProblemOf(http.StatusServiceUnavailable, KindInternal, "the database is not available; repeat the request shortly")
+		p.retryAfter = time.Second
+		return p
+	}
 	if !ok {
 		if !errors.Is(err, context.Canceled) {
 			slog.ErrorContext(ctx, "api: internal error", "err", err)
@@ -296,6 +303,21 @@ func mapError(ctx context.Context, err error) *Problem {
 		p.retryAfter = retry
 	}
 	return p
+}
+
+// databaseUnavailable reports an error of a database that cannot be
+// reached, is starting up or shutting down: the same request may well
+// succeed a moment later, so the client is told to repeat it (503) rather
+// than that the server failed (500).
+func databaseUnavailable(err error) bool {
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true
+	}
+	var pg *pgconn.PgError
+	// Class 08: connection exception; 57P: the server is shutting down,
+	// starting up or was restarted.
+	return errors.As(err, &pg) && (strings.HasPrefix(pg.Code, "08") || strings.HasPrefix(pg.Code, "57P"))
 }
 
 // fieldLocation turns a field name into a Huma error location: a bare JSON

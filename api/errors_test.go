@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,6 +47,9 @@ type createInput struct {
 func TestErrorMapping(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, Config{}, Deps{})
+	// A real connection failure: nothing listens on port 1 of loopback.
+	_, unreachable := pgconn.Connect(context.Background(), "postgres://agentbus:hunter2@127.0.0.1:1/agentbus?connect_timeout=5")
+	require.Error(t, unreachable)
 	errs := map[string]error{
 		"validation":      NewKindError(KindValidation, "objective must not be empty").WithField("objective"),
 		"validationQuery": NewKindError(KindValidation, "bad since").WithField("query.since"),
@@ -61,6 +65,9 @@ func TestErrorMapping(t *testing.T) {
 		"huma":            huma.Error404NotFound("no such template"),
 		"plain":           errors.New("dial tcp 10.0.0.7:5432: password authentication failed for user agentbus"),
 		"unknownKind":     domainError{kind: "weird", msg: "secret detail"},
+		"dbUnreachable":   fmt.Errorf("queries: session: %w", unreachable),
+		"dbStarting":      fmt.Errorf("claim: %w", &pgconn.PgError{Code: "57P03", Message: "the database system is starting up"}),
+		"dbConstraint":    &pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint"},
 	}
 	register(s.API(), huma.Operation{
 		OperationID: "test-fail", Method: http.MethodGet, Path: "/test/fail", Summary: "Fail", Tags: []string{"Test"},
@@ -98,6 +105,9 @@ func TestErrorMapping(t *testing.T) {
 		{name: "huma", status: 404, kind: "not_found", detail: "no such template"},
 		{name: "plain", status: 500, kind: "internal", detail: "internal error"},
 		{name: "unknownKind", status: 500, kind: "internal", detail: "internal error"},
+		{name: "dbUnreachable", status: 503, kind: "internal", detail: "the database is not available; repeat the request shortly", retryAfter: "1"},
+		{name: "dbStarting", status: 503, kind: "internal", detail: "the database is not available; repeat the request shortly", retryAfter: "1"},
+		{name: "dbConstraint", status: 500, kind: "internal", detail: "internal error"},
 	}
 	for _, path := range []string{"/test/fail", "/test/fail-raw"} {
 		for _, tt := range tests {
