@@ -2,14 +2,11 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/agentbus/agentbus/bus"
 )
@@ -22,7 +19,8 @@ import (
 const lookupSessions = 40
 
 // errTooManyResults is the server's answer to a lookup matching more than
-// it sends at once.
+// it sends at once (or a server without batch gets: looked up one session
+// at a time, in the end).
 var errTooManyResults = errors.New("relay: too many subjects for one lookup")
 
 // lastRelayedMany returns, for each session, the Redis entry id of its last
@@ -67,64 +65,36 @@ func (r *Relay) lookupMultiLast(ctx context.Context, ids []string, last map[stri
 		subjects[i] = bus.SidecarEventSubject(id, ">")
 		last[id] = ""
 	}
-	req, err := json.Marshal(struct {
-		MultiLast []string `json:"multi_last"`
-	}{subjects})
-	if err != nil {
-		return err
-	}
-	nc := r.js.Conn()
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(r.directGetSubject(), inbox, req); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
 	defer cancel()
+	msgs, err := jetstreamext.GetLastMsgsFor(ctx, r.js, bus.StreamSidecarEvents, subjects)
+	if err != nil {
+		return fmt.Errorf("relay: looking up the last stored events: %w", err)
+	}
 	seqs := make(map[string]uint64, len(ids))
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
+	for m, err := range msgs {
+		switch {
+		case errors.Is(err, jetstreamext.ErrNoMessages):
+			// None of the sessions has a stored event.
+			return nil
+		case errors.Is(err, jetstreamext.ErrBatchUnsupported):
+			// The server answers a lookup matching more subjects than it
+			// sends at once with a bare status, which the client library
+			// takes for a server without batch gets; either way fewer
+			// sessions at a time are the answer.
+			return errTooManyResults
+		case err != nil:
 			return fmt.Errorf("relay: looking up the last stored events: %w", err)
 		}
-		if status := m.Header.Get("Status"); len(m.Data) == 0 && status != "" {
-			switch status {
-			case "204": // the end of the answer
-				return nil
-			case "404": // none of the sessions has a stored event
-				return nil
-			case "413":
-				return errTooManyResults
-			default:
-				return fmt.Errorf("relay: looking up the last stored events: %s %s", status, m.Header.Get("Description"))
-			}
-		}
 		// agents.sidecar.<id>.events.<type>
-		parts := strings.SplitN(m.Header.Get(jetstream.SubjectHeader), ".", 4)
-		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		if len(parts) < 4 || err != nil {
-			return fmt.Errorf("relay: looking up the last stored events: unexpected answer %q", m.Header)
+		parts := strings.SplitN(m.Subject, ".", 4)
+		if len(parts) < 4 {
+			return fmt.Errorf("relay: looking up the last stored events: unexpected subject %q", m.Subject)
 		}
-		if id := parts[2]; seq > seqs[id] {
-			seqs[id] = seq
+		if id := parts[2]; m.Sequence > seqs[id] {
+			seqs[id] = m.Sequence
 			last[id] = m.Header.Get(HeaderRedisEntry)
 		}
 	}
-}
-
-// directGetSubject is where direct gets of the event stream are asked.
-func (r *Relay) directGetSubject() string {
-	opts := r.js.Options()
-	prefix := "$JS.API."
-	switch {
-	case opts.APIPrefix != "":
-		prefix = strings.TrimSuffix(opts.APIPrefix, ".") + "."
-	case opts.Domain != "":
-		prefix = "$JS." + opts.Domain + ".API."
-	}
-	return prefix + "DIRECT.GET." + bus.StreamSidecarEvents
+	return nil
 }
