@@ -54,15 +54,9 @@ func WriteOutbox(ctx context.Context, tx pgx.Tx, msgs []OutboxMessage) error {
 // transaction is then shorter by a round trip for each.
 type DeferredOutboxTx struct {
 	pgx.Tx
-	writes  []deferredWrite
+	writes  pgx.Batch
 	pending []OutboxMessage
 	written []OutboxMessage
-}
-
-type deferredWrite struct {
-	sql   string
-	args  []any
-	check func(pgconn.CommandTag) error
 }
 
 // Pending returns the outbox messages held for Flush.
@@ -80,36 +74,25 @@ func DeferOutbox(tx pgx.Tx) *DeferredOutboxTx { return &DeferredOutboxTx{Tx: tx}
 // error of a write or of its check (which may be nil). Only a write that
 // nothing in the transaction reads back may wait.
 func (d *DeferredOutboxTx) Defer(sql string, args []any, check func(pgconn.CommandTag) error) {
-	d.writes = append(d.writes, deferredWrite{sql: sql, args: args, check: check})
+	q := d.writes.Queue(sql, args...)
+	if check != nil {
+		q.Exec(check)
+	}
 }
 
 // Flush runs the held writes, writes the outbox messages held so far, then
 // runs last, all in one round trip.
 func (d *DeferredOutboxTx) Flush(ctx context.Context, last *pgx.Batch) error {
-	b := &pgx.Batch{}
-	writes := d.writes
-	d.writes = nil
-	for _, w := range writes {
-		b.Queue(w.sql, w.args...)
-	}
+	b := &pgx.Batch{QueuedQueries: d.writes.QueuedQueries}
+	d.writes = pgx.Batch{}
 	if len(d.pending) > 0 {
 		b.Queue(outboxInsert, outboxArgs(d.pending)...)
 		d.written = append(d.written, d.pending...)
 		d.pending = nil
 	}
 	b.QueuedQueries = append(b.QueuedQueries, last.QueuedQueries...)
-	br := d.Tx.SendBatch(ctx, b)
-	for _, w := range writes {
-		tag, err := br.Exec()
-		if err == nil && w.check != nil {
-			err = w.check(tag)
-		}
-		if err != nil {
-			_ = br.Close()
-			return err
-		}
-	}
-	return br.Close()
+	// Close runs the checks and fails with the first error.
+	return d.Tx.SendBatch(ctx, b).Close()
 }
 
 // execOrDefer runs a write in tx, or holds it for Flush when tx is a
