@@ -38,8 +38,8 @@ func benchMsgs(b *testing.B, n int) (msgs []*nats.Msg, filter string) {
 // BenchmarkPublish compares publishing with an fsync per message (sync:
 // one publish at a time; async: many in flight; fast-N: the server's
 // non-atomic fast batches of N) against atomic batches (one fsync per
-// batch, batch-N), and the runner's throughput against the raw publish
-// rate. x-sync is each case's rate over the rate of sync publishing,
+// batch, batch-N), runs of N sent as the publisher chooses (runs-N), and
+// the runner's throughput against the raw publish rate. x-sync is each case's rate over the rate of sync publishing,
 // measured in the same run on the same server.
 //
 //	go test -run '^$' -bench BenchmarkPublish ./bus/
@@ -99,6 +99,33 @@ func BenchmarkPublish(b *testing.B) {
 			}
 			report(b, b.N, time.Since(start))
 		})
+	}
+
+	// runs-N: messages published in runs of N, as a caller publishing what
+	// came in together does; min-batch-2 sends every run of two or more as an
+	// atomic batch, measured chooses per run (MeasureBatch).
+	for _, size := range []int{4, 16, 64} {
+		for _, cfg := range []struct {
+			name string
+			cfg  bus.PublisherConfig
+		}{
+			{"min-batch-2", bus.PublisherConfig{MinBatch: 2}},
+			{"measured", bus.PublisherConfig{MeasureBatch: true}},
+		} {
+			b.Run(fmt.Sprintf("runs-%d/%s", size, cfg.name), func(b *testing.B) {
+				pub, err := bus.NewPublisher(js, cfg.cfg)
+				require.NoError(b, err)
+				msgs, _ := benchMsgs(b, b.N)
+				b.ResetTimer()
+				start := time.Now()
+				for lo := 0; lo < len(msgs); lo += size {
+					if err := pub.PublishMsgs(ctx, msgs[lo:min(lo+size, len(msgs))]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, b.N, time.Since(start))
+			})
+		}
 	}
 
 	// fast-N: nats-server's non-atomic fast batch (allow_batched), N
