@@ -15,6 +15,14 @@ import (
 
 // Headers of the JetStream atomic batch publish protocol (nats-server 2.12+,
 // on streams with allow_atomic).
+//
+// Runs go out as atomic batches, not as the server's non-atomic fast
+// batches (allow_batched, nats-server 2.14+), because only the atomic
+// commit shares one fsync among its messages: on a single node the server
+// stores every message of a fast batch as a single publish, each fsynced
+// before the next, so a fast batch is no faster than pipelined publishes
+// (BenchmarkPublish, fast-N beside async and batch-N). The atomic batch pays
+// instead a fixed cost for the store it stages the batch in.
 const (
 	headerBatchID     = "Nats-Batch-Id"
 	headerBatchSeq    = "Nats-Batch-Sequence"

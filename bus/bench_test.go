@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
@@ -35,9 +36,10 @@ func benchMsgs(b *testing.B, n int) (msgs []*nats.Msg, filter string) {
 }
 
 // BenchmarkPublish compares publishing with an fsync per message (sync:
-// one publish at a time; async: many in flight) against atomic batches (one
-// fsync per batch), and the runner's throughput against the raw publish
-// rate. x-sync is each case's rate over the rate of sync publishing,
+// one publish at a time; async: many in flight; fast-N: the server's
+// non-atomic fast batches of N) against atomic batches (one fsync per
+// batch, batch-N), runs of N sent as the publisher chooses (runs-N), and
+// the runner's throughput against the raw publish rate. x-sync is each case's rate over the rate of sync publishing,
 // measured in the same run on the same server.
 //
 //	go test -run '^$' -bench BenchmarkPublish ./bus/
@@ -94,6 +96,71 @@ func BenchmarkPublish(b *testing.B) {
 			start := time.Now()
 			if err := pub.PublishMsgs(ctx, msgs); err != nil {
 				b.Fatal(err)
+			}
+			report(b, b.N, time.Since(start))
+		})
+	}
+
+	// runs-N: messages published in runs of N, as a caller publishing what
+	// came in together does; min-batch-2 sends every run of two or more as an
+	// atomic batch, measured chooses per run (MeasureBatch).
+	for _, size := range []int{4, 16, 64} {
+		for _, cfg := range []struct {
+			name string
+			cfg  bus.PublisherConfig
+		}{
+			{"min-batch-2", bus.PublisherConfig{MinBatch: 2}},
+			{"measured", bus.PublisherConfig{MeasureBatch: true}},
+		} {
+			b.Run(fmt.Sprintf("runs-%d/%s", size, cfg.name), func(b *testing.B) {
+				pub, err := bus.NewPublisher(js, cfg.cfg)
+				require.NoError(b, err)
+				msgs, _ := benchMsgs(b, b.N)
+				b.ResetTimer()
+				start := time.Now()
+				for lo := 0; lo < len(msgs); lo += size {
+					if err := pub.PublishMsgs(ctx, msgs[lo:min(lo+size, len(msgs))]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, b.N, time.Since(start))
+			})
+		}
+	}
+
+	// fast-N: nats-server's non-atomic fast batch (allow_batched), N
+	// messages a batch. On a single node the server stores each message of
+	// it as a single publish, fsync included, and only acks less often; so
+	// it runs at about the async rate, not the atomic batch's.
+	stream, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(b, err)
+	cfg := stream.CachedInfo().Config
+	cfg.AllowBatchPublish = true
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(b, err)
+	for _, size := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("fast-%d", size), func(b *testing.B) {
+			msgs, _ := benchMsgs(b, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			for lo := 0; lo < len(msgs); lo += size {
+				run := msgs[lo:min(lo+size, len(msgs))]
+				fp, err := jetstreamext.NewFastPublisher(js, jetstreamext.FastPublishFlowControl{Flow: uint16(min(size, 500))})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, m := range run[:len(run)-1] {
+					if _, err := fp.AddMsg(m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ack, err := fp.CommitMsg(ctx, run[len(run)-1])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ack.BatchSize != uint64(len(run)) {
+					b.Fatalf("fast batch stored %d of %d", ack.BatchSize, len(run))
+				}
 			}
 			report(b, b.N, time.Since(start))
 		})

@@ -24,6 +24,13 @@ type PublisherConfig struct {
 	// ten to thirty single publishes, depending on the disk and the load
 	// (BenchmarkPublish). Default 32, where a batch clearly pays off.
 	MinBatch int
+	// MeasureBatch chooses for each run, in place of MinBatch, the way this
+	// publisher measured to be done sooner lately: one atomic batch, or its
+	// messages one by one, pipelined. Where the cost of a batch against a
+	// single publish changes with the disk and its load, or runs are mostly
+	// short, this keeps a run of a few messages from paying a batch's fixed
+	// cost, and a longer one from paying an fsync per message.
+	MeasureBatch bool
 	// MaxInFlight bounds the asynchronous publishes awaiting their ack when
 	// messages are not sent as a batch. Default 256.
 	MaxInFlight int
@@ -84,6 +91,7 @@ type Publisher struct {
 	js    jetstream.JetStream
 	cfg   PublisherConfig
 	slots chan struct{}
+	costs *publishCosts // with MeasureBatch
 
 	mu   sync.Mutex
 	lost chan struct{} // closed when a watched connection drops
@@ -94,7 +102,11 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, erro
 	if err := cfg.setDefaults(js); err != nil {
 		return nil, err
 	}
-	return &Publisher{js: js, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentBatches)}, nil
+	p := &Publisher{js: js, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrentBatches)}
+	if cfg.MeasureBatch {
+		p.costs = newPublishCosts()
+	}
+	return p, nil
 }
 
 // Publish publishes env on subject and waits for JetStream to store it. The
@@ -131,9 +143,10 @@ func PublishMsg(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jets
 
 // PublishMsgs publishes msgs in order and returns nil once JetStream stored
 // every one of them. Consecutive messages for the same stream go out as one
-// atomic batch (from MinBatch up to MaxBatch messages): the server stores all
-// of them or none, with one fsync for the whole batch instead of one per
-// message. Shorter runs are pipelined: sent at once, their acks read after.
+// atomic batch (from MinBatch up to MaxBatch messages, or as MeasureBatch
+// chooses): the server stores all of them or none, with one fsync for the
+// whole batch instead of one per message. Shorter runs are pipelined: sent
+// at once, their acks read after.
 //
 // PublishMsgs never leaves a gap: when it fails, what is stored of msgs is a
 // prefix, so a caller can find where it stopped from the last stored
@@ -166,8 +179,13 @@ func (p *Publisher) PublishMsgs(ctx context.Context, msgs []*nats.Msg) error {
 // publishRun publishes messages that all belong to stream ("" when no
 // definition captures their subject).
 func (p *Publisher) publishRun(ctx context.Context, stream string, run []*nats.Msg) error {
-	if stream == "" || len(run) < max(p.cfg.MinBatch, 2) || p.cfg.DisableBatch {
-		return p.publishPipelined(ctx, run)
+	start := time.Now()
+	if !p.asBatch(stream, len(run)) {
+		err := p.publishPipelined(ctx, run)
+		if err == nil && p.costs != nil {
+			p.costs.observe(len(run), false, time.Since(start))
+		}
+		return err
 	}
 	err := p.publishBatch(ctx, run)
 	var apiErr *jetstream.APIError
@@ -176,7 +194,22 @@ func (p *Publisher) publishRun(ctx context.Context, stream string, run []*nats.M
 		p.cfg.Logger.Debug("batch refused, publishing one by one", "stream", stream, "messages", len(run), "err", err)
 		return p.publishPipelined(ctx, run)
 	}
+	if err == nil && p.costs != nil {
+		p.costs.observe(len(run), true, time.Since(start))
+	}
 	return err
+}
+
+// asBatch reports whether n messages for stream go out as one atomic batch.
+func (p *Publisher) asBatch(stream string, n int) bool {
+	switch {
+	case stream == "" || p.cfg.DisableBatch || n < 2:
+		return false
+	case p.costs != nil:
+		return p.costs.asBatch(n)
+	default:
+		return n >= p.cfg.MinBatch
+	}
 }
 
 // publishPipelined sends run with at most MaxInFlight acks outstanding and

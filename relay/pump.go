@@ -23,11 +23,10 @@ import (
 // notifications are not known to arrive, it reads every stream each round.
 type pump struct {
 	r *Relay
-	// batched publishes a run of events as atomic batches, single one event
-	// at a time (pipelined); costs chooses between them for each run.
-	batched    *bus.Publisher
-	single     *bus.Publisher
-	costs      *publishCosts
+	// pub publishes a round's events as atomic batches or one by one
+	// (pipelined), whichever it measured to be done sooner, or as
+	// Config.BatchMin fixes.
+	pub        *bus.Publisher
 	sessions   map[string]*session
 	byKey      map[string]*session
 	order      []*session
@@ -85,20 +84,13 @@ type session struct {
 }
 
 func newPump(r *Relay) (*pump, error) {
-	// The publishers never leave a later event of a run stored after an
+	// The publisher never leaves a later event of a run stored after an
 	// earlier one that is not: that is what lets the relay find where a
 	// session stopped from its last stored event alone.
-	batched, err := bus.NewPublisher(r.js, bus.PublisherConfig{
-		MaxBatch: r.cfg.MaxBatch,
-		MinBatch: 2,
-		Timeout:  r.cfg.PublishTimeout,
-		Logger:   r.log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	single, err := bus.NewPublisher(r.js, bus.PublisherConfig{
-		DisableBatch: true,
+	pub, err := bus.NewPublisher(r.js, bus.PublisherConfig{
+		MaxBatch:     r.cfg.MaxBatch,
+		MinBatch:     r.cfg.BatchMin,
+		MeasureBatch: r.cfg.BatchMin == 0,
 		Timeout:      r.cfg.PublishTimeout,
 		Logger:       r.log,
 	})
@@ -107,9 +99,7 @@ func newPump(r *Relay) (*pump, error) {
 	}
 	return &pump{
 		r:        r,
-		batched:  batched,
-		single:   single,
-		costs:    newPublishCosts(r.cfg.BatchMin),
+		pub:      pub,
 		sessions: map[string]*session{},
 		byKey:    map[string]*session{},
 	}, nil
@@ -118,17 +108,7 @@ func newPump(r *Relay) (*pump, error) {
 // publish publishes msgs in order, as atomic batches or one by one,
 // whichever it expects to be done sooner.
 func (p *pump) publish(ctx context.Context, msgs []*nats.Msg) error {
-	batch := p.costs.asBatch(len(msgs))
-	pub := p.single
-	if batch {
-		pub = p.batched
-	}
-	start := time.Now()
-	if err := pub.PublishMsgs(ctx, msgs); err != nil {
-		return err
-	}
-	p.costs.observe(len(msgs), batch, time.Since(start))
-	return nil
+	return p.pub.PublishMsgs(ctx, msgs)
 }
 
 func (p *pump) run(ctx context.Context) error {
@@ -139,8 +119,7 @@ func (p *pump) run(ctx context.Context) error {
 			_ = p.readClient.Close()
 		}
 	}()
-	defer p.batched.Watch()()
-	defer p.single.Watch()()
+	defer p.pub.Watch()()
 	for ctx.Err() == nil {
 		// Wakes that came before this reconcile are served by it.
 		select {

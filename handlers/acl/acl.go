@@ -64,7 +64,7 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 // run concurrently, and what they record is written together (see
 // recorder).
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
-	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MinBatch: 2})
+	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MeasureBatch: true})
 	if err != nil {
 		return err
 	}
