@@ -8,6 +8,12 @@
 // still in the outbox: the events of a writer that died between its commit
 // and its publish, or whose publish failed. Each event carries its id as
 // Nats-Msg-Id, so an event published both ways is stored once.
+//
+// The rows of forwarded events are forgotten a little later and together:
+// one delete for the events of every command forwarded in the meantime
+// instead of a transaction of its own for each. A row whose delete was lost
+// (a crash in between) is only published again by the sweep, and JetStream
+// drops it as a duplicate.
 package outbox
 
 import (
@@ -15,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,6 +87,19 @@ type Forwarder struct {
 	// duplicate, so these messages need no outbox row and the sweep does
 	// not send them.
 	Along func(ctx context.Context, event Message) []*nats.Msg
+	// ForgetDelay is how long the row of a forwarded event may wait to
+	// be deleted, so that the rows of the events forwarded meanwhile go
+	// in the same delete (default 10ms).
+	ForgetDelay time.Duration
+
+	// pending holds the ids of forwarded events whose rows are still to
+	// be deleted; forgetting is set while a goroutine deletes them.
+	pendingMu  sync.Mutex
+	pending    []uuid.UUID
+	forgetting bool
+	// deleting serialises the deletes of pending rows, so that a sweep
+	// that forgets them first never reads rows being deleted.
+	deleting sync.Mutex
 }
 
 // New returns a Forwarder of source that publishes through js with a
@@ -106,6 +126,13 @@ func (f *Forwarder) pollInterval() time.Duration {
 	return f.PollInterval
 }
 
+func (f *Forwarder) forgetDelay() time.Duration {
+	if f.ForgetDelay <= 0 {
+		return 10 * time.Millisecond
+	}
+	return f.ForgetDelay
+}
+
 func (f *Forwarder) log() *slog.Logger {
 	if f.Log == nil {
 		return slog.Default().With("component", "outbox")
@@ -113,9 +140,10 @@ func (f *Forwarder) log() *slog.Logger {
 	return f.Log
 }
 
-// Forward publishes msgs, committed by the caller, in order, and forgets
-// them once JetStream stored every one. On an error they stay in the outbox
-// for the sweep.
+// Forward publishes msgs, committed by the caller, in order, and once
+// JetStream stored every one, leaves their rows to be forgotten with those
+// of the other events forwarded within ForgetDelay. On an error they stay
+// in the outbox for the sweep.
 func (f *Forwarder) Forward(ctx context.Context, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -140,12 +168,85 @@ func (f *Forwarder) Forward(ctx context.Context, msgs []Message) error {
 	if err != nil {
 		return fmt.Errorf("outbox: forward: %w", err)
 	}
-	return f.forget(ctx, msgs)
+	f.forgetLater(msgs)
+	return nil
+}
+
+// forgetLater adds the ids of msgs to the pending rows, and starts the
+// goroutine that deletes them unless one runs.
+func (f *Forwarder) forgetLater(msgs []Message) {
+	f.pendingMu.Lock()
+	for _, m := range msgs {
+		f.pending = append(f.pending, m.ID)
+	}
+	start := !f.forgetting
+	f.forgetting = true
+	f.pendingMu.Unlock()
+	if start {
+		go f.forgetPending()
+	}
+}
+
+// forgetPending deletes the pending rows every ForgetDelay until none are
+// left. A failed delete is logged and not retried: the sweep publishes
+// those rows again, which JetStream drops, and forgets them.
+func (f *Forwarder) forgetPending() {
+	for {
+		time.Sleep(f.forgetDelay())
+		f.deleting.Lock()
+		f.pendingMu.Lock()
+		ids := f.pending
+		f.pending = nil
+		if len(ids) == 0 {
+			f.forgetting = false
+		}
+		f.pendingMu.Unlock()
+		if len(ids) == 0 {
+			f.deleting.Unlock()
+			return
+		}
+		// Not the caller's context: the rows are the forwarder's to
+		// forget, whether or not the command that wrote them is still
+		// being handled.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := f.forgetIDs(ctx, ids)
+		cancel()
+		f.deleting.Unlock()
+		if err != nil {
+			f.log().Warn("forwarded events not forgotten; the sweep publishes them again", "error", err)
+		}
+	}
+}
+
+// forgetForwarded deletes the pending rows now.
+func (f *Forwarder) forgetForwarded(ctx context.Context) error {
+	f.deleting.Lock()
+	defer f.deleting.Unlock()
+	f.pendingMu.Lock()
+	ids := f.pending
+	f.pending = nil
+	f.pendingMu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := f.forgetIDs(ctx, ids); err != nil {
+		// Back for the next try: the rows are published.
+		f.pendingMu.Lock()
+		f.pending = append(ids, f.pending...)
+		f.pendingMu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // Sweep publishes one round of committed messages and forgets them once
-// JetStream stored every one. It returns how many it published.
+// JetStream stored every one. It returns how many it published. The rows
+// of events this Forwarder forwarded are forgotten first, so that the
+// sweep does not publish them again.
 func (f *Forwarder) Sweep(ctx context.Context) (int, error) {
+	if err := f.forgetForwarded(ctx); err != nil {
+		return 0, err
+	}
 	msgs, err := f.Source.Committed(ctx, f.batchSize())
 	if err != nil || len(msgs) == 0 {
 		return 0, err
@@ -166,8 +267,17 @@ func (f *Forwarder) forget(ctx context.Context, msgs []Message) error {
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	if err := f.Source.Forget(ctx, ids); err != nil {
-		return fmt.Errorf("outbox: forget: %w", err)
+	return f.forgetIDs(ctx, ids)
+}
+
+// forgetIDs deletes the rows of ids, a batch at a time.
+func (f *Forwarder) forgetIDs(ctx context.Context, ids []uuid.UUID) error {
+	for len(ids) > 0 {
+		n := min(len(ids), f.batchSize())
+		if err := f.Source.Forget(ctx, ids[:n]); err != nil {
+			return fmt.Errorf("outbox: forget: %w", err)
+		}
+		ids = ids[n:]
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -34,6 +35,9 @@ const (
 	crashEnvDatabase = "AGENTBUS_CRASH_DATABASE_URL"
 	crashEnvNATS     = "AGENTBUS_CRASH_NATS_URL"
 	crashEnvRows     = "AGENTBUS_CRASH_ROWS"
+	// crashEnvForward makes the process forward its rows as the commands
+	// worker does, instead of sweeping them.
+	crashEnvForward = "AGENTBUS_CRASH_FORWARD"
 	// crashApp names the crashing process's database sessions.
 	crashApp = "agentbus-crashing-publisher"
 )
@@ -66,6 +70,16 @@ func TestOutboxCrashingProcess(t *testing.T) {
 	fmt.Println("committed")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	f := forwarder(t, pool, js)
+	if os.Getenv(crashEnvForward) != "" {
+		// Forgetting is left for later than the kill.
+		f.ForgetDelay = time.Hour
+		batch := make([]outbox.Message, len(msgs))
+		for i, m := range msgs {
+			batch[i] = m.Message()
+		}
+		require.NoError(t, f.Forward(ctx, batch))
+		select {}
+	}
 	f.PollInterval = 20 * time.Millisecond
 	_ = f.Run(ctx)
 }
@@ -78,10 +92,10 @@ type crashingProcess struct {
 
 // startCrashingProcess starts the process and waits until it committed
 // rows outbox rows.
-func startCrashingProcess(t *testing.T, dbURL, natsURL string, rows int) *crashingProcess {
+func startCrashingProcess(t *testing.T, dbURL, natsURL string, rows int, env ...string) *crashingProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOutboxCrashingProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(), env...),
 		crashEnvDatabase+"="+dbURL+"&application_name="+crashApp,
 		crashEnvNATS+"="+natsURL,
 		crashEnvRows+"="+strconv.Itoa(rows))
@@ -277,6 +291,46 @@ func TestOutboxCrashAfterPublishBeforeDelete(t *testing.T) {
 	afterDeath(t, pool)
 	require.NoError(t, locker.Rollback(ctx))
 	require.Equal(t, 100, outboxCount(t, pool), "published and not deleted")
+
+	agg := uuid.New()
+	later := make([]postgres.OutboxMessage, 50)
+	for i := range later {
+		later[i] = outboxMsg(agg, 100+i)
+		want[later[i].ID.String()] = 100 + i
+	}
+	writeInTx(t, pool, later...)
+
+	restartPublisher(t, pool, js)
+	assertEachOnce(t, js, want)
+	assert.Equal(t, seq(0, 150), published(t, js), "in commit order")
+}
+
+// TestOutboxCrashAfterForwardBeforeForget kills a process that forwarded
+// its committed events, as the commands worker does, before it forgot
+// their rows. The next publisher publishes them again with rows committed
+// later; JetStream drops the duplicates and each event is stored once.
+func TestOutboxCrashAfterForwardBeforeForget(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testenv.PostgresURL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	srv, js, _ := bustest.Server(t)
+
+	proc := startCrashingProcess(t, dbURL, srv.ClientURL(), 100, crashEnvForward+"=1")
+	want := requireOutboxRows(t, pool)
+	require.Len(t, want, 100)
+	proc.publish(t)
+	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := stream.Info(ctx)
+		return err == nil && info.State.Msgs == 100
+	}, 30*time.Second, 20*time.Millisecond, "the process forwarded its rows")
+
+	proc.kill()
+	afterDeath(t, pool)
+	require.Equal(t, 100, outboxCount(t, pool), "forwarded and not forgotten")
 
 	agg := uuid.New()
 	later := make([]postgres.OutboxMessage, 50)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,6 +336,65 @@ func TestDeferredOutboxWaitsForFlush(t *testing.T) {
 	})
 	assert.True(t, postgres.IsUniqueViolation(err), "got %v", err)
 	assert.Zero(t, outboxCount(t, pool))
+}
+
+// countingOutbox is the outbox of Postgres counting its deletes.
+type countingOutbox struct {
+	*postgres.Outbox
+	forgets atomic.Int64
+}
+
+func (c *countingOutbox) Forget(ctx context.Context, ids []uuid.UUID) error {
+	c.forgets.Add(1)
+	return c.Outbox.Forget(ctx, ids)
+}
+
+// TestOutboxForwardedRowsForgottenTogether: the rows of events forwarded
+// one command at a time are deleted together, not one delete each.
+func TestOutboxForwardedRowsForgottenTogether(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	source := &countingOutbox{Outbox: postgres.NewOutbox(pool)}
+	f, err := outbox.New(source, js)
+	require.NoError(t, err)
+	f.ForgetDelay = 500 * time.Millisecond
+
+	const forwards = 20
+	agg := uuid.New()
+	for i := range forwards {
+		m := outboxMsg(agg, i)
+		writeInTx(t, pool, m)
+		require.NoError(t, f.Forward(ctx, []outbox.Message{m.Message()}))
+	}
+	require.Eventually(t, func() bool { return outboxCount(t, pool) == 0 },
+		30*time.Second, 10*time.Millisecond, "forwarded rows are forgotten")
+	assert.Equal(t, seq(0, forwards), published(t, js))
+	assert.Less(t, source.forgets.Load(), int64(forwards/2), "deletes for %d forwards", forwards)
+}
+
+// TestOutboxSweepForgetsForwardedRowsFirst: a sweep deletes the rows its
+// forwarder already published before it reads the outbox, instead of
+// publishing them again.
+func TestOutboxSweepForgetsForwardedRowsFirst(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	_, js, _ := bustest.Server(t)
+	f := forwarder(t, pool, js)
+	f.ForgetDelay = time.Hour
+
+	agg := uuid.New()
+	forwarded := []postgres.OutboxMessage{outboxMsg(agg, 1), outboxMsg(agg, 2)}
+	writeInTx(t, pool, forwarded...)
+	require.NoError(t, f.Forward(ctx, []outbox.Message{forwarded[0].Message(), forwarded[1].Message()}))
+	require.Equal(t, 2, outboxCount(t, pool), "forgotten later")
+	writeInTx(t, pool, outboxMsg(agg, 3))
+
+	n, err := f.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "published by the sweep")
+	assert.Zero(t, outboxCount(t, pool))
+	assert.Equal(t, []int{1, 2, 3}, published(t, js))
 }
 
 // forwarder returns an outbox forwarder of pool's outbox publishing to js.
