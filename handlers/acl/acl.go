@@ -64,6 +64,9 @@ func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 // run concurrently, and what they record is written together (see
 // recorder).
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
+	// The feed items go out in atomic batches from two on: the server
+	// syncs every message to disk before its ack, and a batch pays that
+	// once.
 	pub, err := bus.NewPublisher(js, bus.PublisherConfig{MinBatch: 2})
 	if err != nil {
 		return err
