@@ -39,9 +39,10 @@ type Config struct {
 	// StreamBuffer is how many events a live stream holds for a client that
 	// reads slower than the bus delivers; default 256.
 	StreamBuffer int
-	// SlowClientTimeout is how long a live stream waits, with its buffer
-	// full, for the client to take an event; then the client is told to
-	// reconnect from its last event and the stream ends. Default 2s.
+	// SlowClientTimeout is how long a live stream whose buffer overflowed
+	// may take to send what the buffer holds: a client that took longer is
+	// told to reconnect from its last event and the stream ends; a faster
+	// one catches up from the event log and goes on. Default 2s.
 	SlowClientTimeout time.Duration
 	// SessionStreamAggregates are the aggregates whose events, keyed by the
 	// session id (agents.evt.<aggregate>.<sessionId>.>), make up a session's

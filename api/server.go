@@ -81,6 +81,8 @@ type Server struct {
 	owners ownerCache
 
 	metrics *metrics
+	// fanout feeds the live streams.
+	fanout *fanout
 }
 
 // New builds the API: the operations on a net/http ServeMux, the OpenAPI

@@ -111,8 +111,16 @@ const streamDescription = "Server-Sent Events, in the order things happened. Eac
 	"or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
 	"A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes."
 
-// addStreamRoutes registers the live streams.
+// addStreamRoutes registers the live streams, which share one fan-out
+// over every subject they read.
 func (s *Server) addStreamRoutes(api huma.API) {
+	if s.deps.JetStream != nil {
+		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates)+1)
+		for _, agg := range s.cfg.SessionStreamAggregates {
+			subjects = append(subjects, "agents.evt."+agg+".>")
+		}
+		s.fanout = newFanout(s.deps.JetStream, append(subjects, chainSubject))
+	}
 	registerSSE(api, huma.Operation{
 		OperationID: "stream-session",
 		Method:      http.MethodGet,
@@ -134,7 +142,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		}
 		subjects = append(subjects, chainSubject)
 		chains := s.newSessionChains(ctx, id)
-		s.runStream(ctx, streamSpec{subjects: subjects, keep: chains.keep, position: positionOf(ctx)}, send)
+		s.runStream(ctx, streamSpec{subjects: subjects, session: id.String(), keep: chains.keep, position: positionOf(ctx)}, send)
 	})
 
 	registerSSE(api, huma.Operation{

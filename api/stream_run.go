@@ -3,10 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2/sse"
@@ -20,6 +19,9 @@ import (
 type streamSpec struct {
 	// subjects filter AGENTS_EVENTS.
 	subjects []string
+	// session, when set, is the session whose stream this is; otherwise
+	// the stream carries all of owner's sessions.
+	session string
 	// owner, when set, keeps only the envelopes of that owner.
 	owner string
 	// keep, when set, keeps only the envelopes it accepts.
@@ -37,139 +39,202 @@ type streamItem struct {
 // runStream feeds one SSE client from AGENTS_EVENTS until the client goes
 // away, falls behind, or the bus fails.
 //
-// The bus side is a JetStream ordered consumer: ephemeral, pulling at this
-// client's pace (it never holds back the stream or other consumers), and
-// recreated by the client library on any gap, so delivery is in stream
-// order without holes. Its callback puts events into a buffer of
-// Config.StreamBuffer, and at most that many more are pulled ahead, so
-// memory per client is bounded. When the buffer stays full for
-// Config.SlowClientTimeout the client is too slow: rather than hold events
-// for it without bound or drop them silently, the stream sends `reconnect`
-// with the last position the client received and ends. The client resumes
-// from there with Last-Event-ID, so it misses nothing.
+// Live events come from the API's fan-out (see fanout), which reads
+// AGENTS_EVENTS once for all clients and puts each client's events into a
+// buffer of Config.StreamBuffer, so memory per client is bounded and no
+// client holds back the others. What the client asks for from before the
+// stream opened (Last-Event-ID, since) is read from the stream with an
+// ordered consumer of the client's own, up to the position where the
+// fan-out took over: delivery is in stream order without gap or repeat.
+//
+// When a client's buffer overflows, the fan-out drops it; the stream sends
+// what the buffer holds and, if that took less than
+// Config.SlowClientTimeout, catches up from the stream and joins the
+// fan-out again. A client slower than that gets `reconnect` with the last
+// position it received, and the stream ends: rather than hold events for
+// it without bound or drop them silently. The client resumes from there
+// with Last-Event-ID, so it misses nothing.
 func (s *Server) runStream(ctx context.Context, spec streamSpec, send sse.Sender) {
 	defer s.metrics.streamOpened()()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: spec.subjects,
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	ls := &liveStream{s: s, spec: spec, send: send, from: spec.position,
+		heartbeat: time.NewTicker(s.cfg.HeartbeatInterval),
+		log:       slog.Default().With("component", "api", "stream", spec.subjects)}
+	defer ls.heartbeat.Stop()
+	if spec.position.Set {
+		ls.sent = spec.position.After
 	}
-	// resume is the position before the first event this stream may send:
-	// what the client holds. 0 means "nothing yet".
-	var resume uint64
-	switch {
-	case spec.position.Set:
-		resume = spec.position.After
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = resume + 1
-	case spec.position.FromStart:
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-	case !spec.position.Since.IsZero():
-		since := spec.position.Since
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &since
-	}
-
-	logger := slog.Default().With("component", "api", "stream", spec.subjects)
-	cons, err := s.deps.JetStream.OrderedConsumer(ctx, bus.StreamEvents, cfg)
-	if err != nil {
-		logger.Error("api: open live stream", "err", err)
-		_ = send(reconnectMessage(resume, "unavailable"))
-		return
-	}
-
-	buf := make(chan streamItem, s.cfg.StreamBuffer)
-	overflow := make(chan struct{})
-	var (
-		overflowOnce sync.Once
-		overflowed   atomic.Bool
-		// firstSeen is the sequence of the first event taken from the bus,
-		// so a stream that overflows before it delivered anything still
-		// knows where the client must resume.
-		firstSeen atomic.Uint64
-	)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		if overflowed.Load() {
-			return
-		}
-		md, err := msg.Metadata()
+	for {
+		sub := newSubscriber(spec.session, spec.owner, s.cfg.StreamBuffer)
+		pos, err := s.fanout.subscribe(ctx, sub)
 		if err != nil {
-			logger.Error("api: live stream metadata", "err", err)
+			ls.log.Error("api: open live stream", "err", err)
+			_ = send(reconnectMessage(ls.resume(), "unavailable"))
 			return
 		}
-		var env bus.Envelope
-		if err := json.Unmarshal(msg.Data(), &env); err != nil {
-			logger.Warn("api: skip malformed event", "seq", md.Sequence.Stream, "err", err)
+		again := ls.follow(ctx, sub, pos)
+		s.fanout.unsubscribe(sub)
+		if !again {
 			return
 		}
-		if spec.owner != "" && env.OwnerID != spec.owner {
-			return
-		}
-		if spec.keep != nil && !spec.keep(env) {
-			return
-		}
-		firstSeen.CompareAndSwap(0, md.Sequence.Stream)
-		it := streamItem{seq: md.Sequence.Stream, env: env}
-		select {
-		case buf <- it:
-			return
-		default:
-		}
-		// The buffer is full: a client catching up drains it soon; one that
-		// is stuck does not.
-		timer := time.NewTimer(s.cfg.SlowClientTimeout)
-		defer timer.Stop()
-		select {
-		case buf <- it:
-		case <-ctx.Done():
-		case <-timer.C:
-			overflowed.Store(true)
-			overflowOnce.Do(func() { close(overflow) })
-		}
-	}, jetstream.PullMaxMessages(s.cfg.StreamBuffer), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		logger.Debug("api: live stream consumer", "err", err)
-	}))
-	if err != nil {
-		logger.Error("api: consume live stream", "err", err)
-		_ = send(reconnectMessage(resume, "unavailable"))
-		return
 	}
-	defer cc.Stop()
+}
 
-	// The first ping flushes the response headers: the client knows the
-	// stream is open, and every event published from now on will come.
-	if err := send.Data(StreamPing{Time: time.Now().UTC()}); err != nil {
-		return
+// liveStream is the state of one client's stream.
+type liveStream struct {
+	s    *Server
+	spec streamSpec
+	send sse.Sender
+	log  *slog.Logger
+	// from is what the client holds: its position until the stream has
+	// read past it, then the last event read (sent or not).
+	from streamPosition
+	// sent is the last event sent, and firstSeen the first event taken
+	// from the bus, so that a stream that ends before it delivered
+	// anything still knows where the client must resume.
+	sent, firstSeen uint64
+	pinged          bool
+	heartbeat       *time.Ticker
+}
+
+// resume is the position the client must resume from.
+func (ls *liveStream) resume() uint64 { return resumePoint(ls.sent, ls.firstSeen) }
+
+// follow sends what the stream holds up to pos, the position from which
+// sub gets the live events, then those, until the client goes away (false)
+// or sub ended. It returns true when the stream should catch up and
+// subscribe again.
+func (ls *liveStream) follow(ctx context.Context, sub *subscriber, pos uint64) (again bool) {
+	if !ls.pinged {
+		// The first ping flushes the response headers: the client knows
+		// the stream is open, and every event published from now on will
+		// come.
+		if err := ls.send.Data(StreamPing{Time: time.Now().UTC()}); err != nil {
+			return false
+		}
+		ls.pinged = true
 	}
-	heartbeat := time.NewTicker(s.cfg.HeartbeatInterval)
-	defer heartbeat.Stop()
+	if err := ls.history(ctx, pos); err != nil {
+		if !errors.Is(err, errClientGone) && ctx.Err() == nil {
+			ls.log.Error("api: read the live stream's history", "err", err)
+			_ = ls.send(reconnectMessage(ls.resume(), "unavailable"))
+		}
+		return false
+	}
+	ls.from = streamPosition{After: max(pos, ls.from.After), Set: true}
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-cc.Closed():
-			_ = send(reconnectMessage(resumePoint(resume, firstSeen.Load()), "unavailable"))
-			return
-		case <-overflow:
-			_ = send(reconnectMessage(resumePoint(resume, firstSeen.Load()), "slow_client"))
-			return
-		case it := <-buf:
-			if overflowed.Load() {
-				// What is still buffered comes again after the reconnect.
-				_ = send(reconnectMessage(resumePoint(resume, firstSeen.Load()), "slow_client"))
-				return
+			return false
+		case it := <-sub.items:
+			if ls.take(it) != nil {
+				return false
 			}
-			if err := send(sse.Message{ID: int(it.seq), Data: streamData(it.env)}); err != nil {
-				return
+		case <-ls.heartbeat.C:
+			if err := ls.send.Data(StreamPing{Time: time.Now().UTC()}); err != nil {
+				return false
 			}
-			resume = it.seq
-			heartbeat.Reset(s.cfg.HeartbeatInterval)
-		case <-heartbeat.C:
-			if err := send.Data(StreamPing{Time: time.Now().UTC()}); err != nil {
-				return
+		case <-sub.ended:
+			// The fan-out puts nothing more into the buffer: send what it
+			// holds, in order, and see how long that took.
+			for len(sub.items) > 0 {
+				if ls.take(<-sub.items) != nil {
+					return false
+				}
 			}
+			if sub.unavailable {
+				_ = ls.send(reconnectMessage(ls.resume(), "unavailable"))
+				return false
+			}
+			if time.Since(sub.endedAt) > ls.s.cfg.SlowClientTimeout {
+				_ = ls.send(reconnectMessage(ls.resume(), "slow_client"))
+				return false
+			}
+			return true
+		}
+	}
+}
+
+// errClientGone is why a stream stops when the client cannot be written to.
+var errClientGone = errors.New("api: client gone")
+
+// take sends it when the stream carries it.
+func (ls *liveStream) take(it streamItem) error {
+	ls.from = streamPosition{After: it.seq, Set: true}
+	if ls.spec.owner != "" && it.env.OwnerID != ls.spec.owner {
+		return nil
+	}
+	if ls.spec.keep != nil && !ls.spec.keep(it.env) {
+		return nil
+	}
+	if ls.firstSeen == 0 {
+		ls.firstSeen = it.seq
+	}
+	if err := ls.send(sse.Message{ID: int(it.seq), Data: streamData(it.env)}); err != nil {
+		return errClientGone
+	}
+	ls.sent = it.seq
+	ls.heartbeat.Reset(ls.s.cfg.HeartbeatInterval)
+	return nil
+}
+
+// history sends the stream's events after ls.from up to upTo: those the
+// client asked for from before the fan-out took it, or those it missed
+// while it was too slow for the fan-out.
+func (ls *liveStream) history(ctx context.Context, upTo uint64) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: ls.spec.subjects}
+	switch from := ls.from; {
+	case from.Set:
+		if from.After >= upTo {
+			return nil
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from.After+1
+	case from.FromStart:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	case !from.Since.IsZero():
+		since := from.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	default:
+		return nil // new events only
+	}
+	if upTo == 0 {
+		return nil // the stream is empty
+	}
+	cons, err := ls.s.deps.JetStream.OrderedConsumer(ctx, bus.StreamEvents, cfg)
+	if err != nil {
+		return err
+	}
+	for {
+		// NoWait: an empty answer means everything stored is read, and
+		// everything up to upTo was stored before the fan-out passed it.
+		batch, err := cons.FetchNoWait(ls.s.cfg.StreamBuffer)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			if md.Sequence.Stream > upTo {
+				return nil // the fan-out delivers it
+			}
+			var env bus.Envelope
+			if err := json.Unmarshal(msg.Data(), &env); err != nil {
+				ls.log.Warn("api: skip malformed event", "seq", md.Sequence.Stream, "err", err)
+				ls.from = streamPosition{After: md.Sequence.Stream, Set: true}
+				continue
+			}
+			if err := ls.take(streamItem{seq: md.Sequence.Stream, env: env}); err != nil {
+				return err
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
 		}
 	}
 }

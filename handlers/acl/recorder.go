@@ -16,47 +16,87 @@ import (
 )
 
 // recorder writes what the handlers record, many raw events at a time: the
-// activity rows of everything handed to it while the previous write was
-// under way go into Postgres in one statement, and their feed items onto
-// AGENTS_EVENTS in one publish (an atomic batch or a pipelined run), so
-// that a burst of raw events pays one commit and one fsync for all of them
-// instead of one each. Each handler waits for the write holding its item
-// before it returns, so a raw event is acked only once both are stored.
+// activity rows of everything handed to it while the previous insert was
+// under way go into Postgres in one statement, and the feed items of
+// everything handed to it while the previous publish was under way onto
+// AGENTS_EVENTS in one publish (an atomic batch), so that a burst of raw
+// events pays one commit and one fsync for all of them instead of one each.
+// Each handler waits for both writes holding its item before it returns,
+// so a raw event is acked only once both are stored.
 //
-// Order: one session's raw events are handed in by one lane at a time, in
-// order, and wait for their writes; writes happen one after the other and
-// keep the order items came in, so a session's items reach the feed in
-// the order of its raw events.
-//
-// The feed does not wait for Postgres: the row and the feed item are
-// written at the same time. A live client's position is the feed item's
+// The two go on side by side: the feed does not wait for Postgres, neither
+// for this item's row nor for the rows before it, so a slow insert does
+// not hold up the live feed. A live client's position is the feed item's
 // sequence in AGENTS_EVENTS, which the row plays no part in, and both are
 // keyed by the raw event, so a write that fails halfway (or a crash) is
 // repeated by the redelivery without doubling either: the row by its
 // source sequence, the feed item by its Nats-Msg-Id.
+//
+// Order: one session's raw events are handed in by one lane at a time, in
+// order, and wait for their writes; publishes happen one after the other
+// and keep the order items came in, so a session's items reach the feed
+// in the order of its raw events.
 type recorder struct {
 	pool *pgxpool.Pool
 	// pub publishes the feed items; nil records rows only.
 	pub *bus.Publisher
 	// in is nil until start: then each record call writes on its own.
-	// What one call hands in goes into one write.
-	in chan []*pending
-	// stopped is closed when run returns.
+	// What one call hands in is published together, then inserted
+	// together (rows).
+	in   chan []*pending
+	rows chan []*pending
+	// stopped is closed when the loops return.
 	stopped chan struct{}
 	// max is the most items one write takes.
 	max int
 	// timeout bounds one write.
 	timeout time.Duration
-	// writes counts the writes made.
-	writes atomic.Int64
+	// writes counts the inserts made, publishes the publishes.
+	writes, publishes atomic.Int64
 }
 
-// pending is one raw event's share of a write: its activity row, its feed
-// item, or both.
+// pending is one raw event's share of the writes: its activity row, its
+// feed item, or both.
 type pending struct {
 	row  *postgres.ActivityRow
 	msg  *nats.Msg
 	done chan error
+
+	// left counts the parts (row, feed item) not written yet; err joins
+	// their failures.
+	left atomic.Int32
+	mu   sync.Mutex
+	err  error
+}
+
+// prepare readies p for the writes.
+func (p *pending) prepare() {
+	p.done = make(chan error, 1)
+	n := int32(0)
+	if p.row != nil {
+		n++
+	}
+	if p.msg != nil {
+		n++
+	}
+	p.left.Store(n)
+	if n == 0 {
+		p.done <- nil
+	}
+}
+
+// finish records the outcome of one part; the last one answers done.
+func (p *pending) finish(err error) {
+	if err != nil {
+		p.mu.Lock()
+		p.err = errors.Join(p.err, err)
+		p.mu.Unlock()
+	}
+	if p.left.Add(-1) == 0 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.done <- p.err
+	}
 }
 
 func newRecorder(pool *pgxpool.Pool) *recorder {
@@ -64,15 +104,20 @@ func newRecorder(pool *pgxpool.Pool) *recorder {
 }
 
 // start makes record calls share writes from now until ctx ends. One
-// write is under way at a time: what arrives meanwhile waits for the next
-// one, which takes all of it, so the busier the ACL the larger its writes.
+// publish and one insert are under way at a time: what arrives meanwhile
+// waits for the next one, which takes all of it, so the busier the ACL
+// the larger its writes.
 func (r *recorder) start(ctx context.Context, pub *bus.Publisher) {
 	r.pub = pub
 	r.in = make(chan []*pending, r.max)
+	r.rows = make(chan []*pending, r.max)
 	r.stopped = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { r.run(ctx, r.in, r.publishPart) })
+	wg.Go(func() { r.run(ctx, r.rows, r.insert) })
 	go func() {
-		defer close(r.stopped)
-		r.run(ctx)
+		wg.Wait()
+		close(r.stopped)
 	}()
 }
 
@@ -82,19 +127,19 @@ func (r *recorder) record(ctx context.Context, row *postgres.ActivityRow, msg *n
 	return r.recordAll(ctx, []*pending{{row: row, msg: msg}})[0]
 }
 
-// recordAll writes ps, in order and in the same write, and returns once
+// recordAll writes ps, in order and in the same writes, and returns once
 // all are done, with each one's outcome.
 func (r *recorder) recordAll(ctx context.Context, ps []*pending) []error {
 	errs := make([]error, len(ps))
-	for _, p := range ps {
-		p.done = make(chan error, 1)
-	}
 	if r.in == nil {
 		r.write(ctx, ps)
 		for i, p := range ps {
 			errs[i] = <-p.done
 		}
 		return errs
+	}
+	for _, p := range ps {
+		p.prepare()
 	}
 	select {
 	case r.in <- ps:
@@ -126,78 +171,135 @@ func fill(errs []error, err error) []error {
 	return errs
 }
 
-// run takes what is handed in, everything that is waiting at once, and
-// writes it, until ctx ends.
-func (r *recorder) run(ctx context.Context) {
-	batch := make([]*pending, 0, r.max)
+// run takes what is handed in on in, everything that is waiting at once,
+// and writes it with write, until ctx ends.
+func (r *recorder) run(ctx context.Context, in chan []*pending, write func(context.Context, [][]*pending)) {
+	handed := make([][]*pending, 0, r.max)
 	for {
 		select {
-		case ps := <-r.in:
-			batch = append(batch[:0], ps...)
+		case ps := <-in:
+			handed = append(handed[:0], ps)
 		case <-ctx.Done():
 			return
 		}
+		n := len(handed[0])
 	more:
-		for len(batch) < r.max {
+		for n < r.max {
 			select {
-			case ps := <-r.in:
-				batch = append(batch, ps...)
+			case ps := <-in:
+				handed = append(handed, ps)
+				n += len(ps)
 			default:
 				break more
 			}
 		}
-		r.write(ctx, batch)
-		clear(batch)
+		write(ctx, handed)
+		clear(handed)
 	}
+}
+
+// publishPart hands the rows of what was handed in to the insert loop,
+// so that they are stored while the feed items are published, then
+// publishes those.
+func (r *recorder) publishPart(ctx context.Context, handed [][]*pending) {
+	var batch []*pending
+	for _, ps := range handed {
+		select {
+		case r.rows <- ps:
+		case <-ctx.Done():
+			return
+		}
+		batch = append(batch, ps...)
+	}
+	r.publish(ctx, batch)
+}
+
+// insert stores the rows of what was handed in, in one statement.
+func (r *recorder) insert(ctx context.Context, handed [][]*pending) {
+	var batch []*pending
+	for _, ps := range handed {
+		batch = append(batch, ps...)
+	}
+	r.insertRows(ctx, batch)
 }
 
 // write stores the batch's rows in one statement while it publishes the
-// batch's feed items, and answers every item with the outcome. When that
-// fails, each item is written again on its own, so that one item the
-// database or the server refuses (a feed item above the server's payload
-// limit, say) fails alone and the others go on; what the failed write
-// stored already is kept once by its key.
+// batch's feed items, and answers every item with the outcome.
 func (r *recorder) write(ctx context.Context, batch []*pending) {
-	err := r.writeAll(ctx, batch)
-	if err != nil && len(batch) > 1 {
-		for _, p := range batch {
-			r.write(ctx, []*pending{p})
+	for _, p := range batch {
+		p.prepare()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.insertRows(ctx, batch) })
+	r.publish(ctx, batch)
+	wg.Wait()
+}
+
+// insertRows stores the rows of batch in one statement. When that fails,
+// each row is inserted again on its own, so that one row the database
+// refuses fails alone; what the failed write stored already is kept once
+// by its key.
+func (r *recorder) insertRows(ctx context.Context, batch []*pending) {
+	var ps []*pending
+	var rows []postgres.ActivityRow
+	for _, p := range batch {
+		if p.row != nil {
+			ps, rows = append(ps, p), append(rows, *p.row)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	r.writes.Add(1)
+	wctx, cancel := context.WithTimeout(ctx, r.timeout)
+	err := postgres.InsertActivityItems(wctx, r.pool, rows)
+	cancel()
+	if err != nil && len(rows) > 1 {
+		for _, p := range ps {
+			r.insertRows(ctx, []*pending{p})
 		}
 		return
 	}
-	for _, p := range batch {
-		p.done <- err
+	if err != nil {
+		err = fmt.Errorf("acl: record activity item: %w", err)
+	}
+	for _, p := range ps {
+		p.finish(err)
 	}
 }
 
-func (r *recorder) writeAll(ctx context.Context, batch []*pending) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	r.writes.Add(1)
-	rows := make([]postgres.ActivityRow, 0, len(batch))
-	msgs := make([]*nats.Msg, 0, len(batch))
+// publish publishes the feed items of batch in order. When that fails,
+// each is published again on its own, so that one item the server refuses
+// (one above its payload limit, say) fails alone and the others go on;
+// what the failed publish stored already is kept once by its Nats-Msg-Id.
+func (r *recorder) publish(ctx context.Context, batch []*pending) {
+	var ps []*pending
+	var msgs []*nats.Msg
 	for _, p := range batch {
-		if p.row != nil {
-			rows = append(rows, *p.row)
-		}
 		if p.msg != nil {
-			msgs = append(msgs, p.msg)
+			ps, msgs = append(ps, p), append(msgs, p.msg)
 		}
 	}
-	var dbErr, pubErr error
-	var wg sync.WaitGroup
-	if len(rows) > 0 {
-		wg.Go(func() {
-			if err := postgres.InsertActivityItems(ctx, r.pool, rows); err != nil {
-				dbErr = fmt.Errorf("acl: record %d activity items: %w", len(rows), err)
-			}
-		})
+	if len(msgs) == 0 {
+		return
 	}
-	if len(msgs) > 0 && r.pub != nil {
-		if err := r.pub.PublishMsgs(ctx, msgs); err != nil {
-			pubErr = fmt.Errorf("acl: publish %d feed items: %w", len(msgs), err)
+	var err error
+	if r.pub != nil {
+		r.publishes.Add(1)
+		wctx, cancel := context.WithTimeout(ctx, r.timeout)
+		err = r.pub.PublishMsgs(wctx, msgs)
+		cancel()
+	}
+	if err != nil && len(msgs) > 1 {
+		for _, p := range ps {
+			r.publish(ctx, []*pending{p})
 		}
+		return
 	}
-	wg.Wait()
-	return errors.Join(dbErr, pubErr)
+	if err != nil {
+		err = fmt.Errorf("acl: publish feed item: %w", err)
+	}
+	for _, p := range ps {
+		p.finish(err)
+	}
 }

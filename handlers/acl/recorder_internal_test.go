@@ -75,10 +75,11 @@ func (w *recorderWorld) counts(t *testing.T, items []*pending) (rows int, feedIt
 	return rows, info.State.Msgs
 }
 
-// TestTheRecorderWritesWhatWaitedInOneWrite holds the first write on a
+// TestTheRecorderWritesWhatWaitedInOneWrite holds the first insert on a
 // table lock while the other raw events of many sessions are handed in:
-// the next write takes all of them, stores each row and feed item once,
-// and writing them all again (a redelivery) adds nothing.
+// their feed items are published meanwhile, the next insert takes all
+// their rows, each row and feed item is stored once, and writing them all
+// again (a redelivery) adds nothing.
 func TestTheRecorderWritesWhatWaitedInOneWrite(t *testing.T) {
 	w := newRecorderWorld(t)
 	ctx := context.Background()
@@ -102,7 +103,16 @@ func TestTheRecorderWritesWhatWaitedInOneWrite(t *testing.T) {
 	for _, p := range items[1:] {
 		w.record(p, errs)
 	}
-	require.Eventually(t, func() bool { return len(w.rec.in) == n-1 }, time.Minute, 10*time.Millisecond, "the others wait for the next write")
+	require.Eventually(t, func() bool { return len(w.rec.rows) == n-1 }, time.Minute, 10*time.Millisecond, "the others' rows wait for the next insert")
+	require.Eventually(t, func() bool {
+		s, err := w.js.Stream(ctx, bus.StreamEvents)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == n
+	}, 10*time.Second, 10*time.Millisecond, "the feed items are published while the rows wait: the feed does not wait for the database")
+	assert.Empty(t, errs, "each raw event waits for its row too")
 	require.NoError(t, tx.Rollback(ctx))
 	for range n {
 		require.NoError(t, <-errs)

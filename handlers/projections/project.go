@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
@@ -17,7 +16,7 @@ import (
 
 // write is one statement of a raw event's projection; a raw event's
 // writes commit together.
-type write func(ctx context.Context, tx pgx.Tx) error
+type write func(ctx context.Context, db postgres.Execer) error
 
 // Log chunk kinds.
 const (
@@ -89,8 +88,8 @@ func project(ev event) ([]write, error) {
 // endSubagents cancels the subagents still running when their session
 // ends: they end with it, whatever they were doing.
 func endSubagents(ev event) write {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.CancelSubagents(ctx, tx, ev.source())
+	return func(ctx context.Context, db postgres.Execer) error {
+		return postgres.CancelSubagents(ctx, db, ev.source())
 	}
 }
 
@@ -100,8 +99,8 @@ func endSubagents(ev event) write {
 // message stays once delivered. A message the queue does not hold adds
 // nothing.
 func delivered(ev event, messageID string) write {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.InsertDeliveredMessage(ctx, tx, ev.source(), ev.id("message"), messageID)
+	return func(ctx context.Context, db postgres.Execer) error {
+		return postgres.InsertDeliveredMessage(ctx, db, ev.source(), ev.id("message"), messageID)
 	}
 }
 
@@ -122,8 +121,8 @@ func text(ev event, content, subagentID, parentToolUseID, subagentType, model st
 }
 
 func message(ev event, source domain.AgentMessageSource, sub *uuid.UUID, content, model string) write {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.InsertAgentMessage(ctx, tx, ev.source(), ev.id("message"), source, sub, content, model)
+	return func(ctx context.Context, db postgres.Execer) error {
+		return postgres.InsertAgentMessage(ctx, db, ev.source(), ev.id("message"), source, sub, content, model)
 	}
 }
 
@@ -144,8 +143,8 @@ func toolUse(ev event, d protocol.AssistantMessage) ([]write, error) {
 		sub = &id
 		writes = append(writes, spawn(ev, id, d.SubagentID, d.ParentToolUseID, "", d.Model))
 	}
-	writes = append(writes, func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.InsertToolCall(ctx, tx, ev.source(), toolCallID(ev.session, d.ToolUseID), d.ToolUseID, sub, d.ToolName, input)
+	writes = append(writes, func(ctx context.Context, db postgres.Execer) error {
+		return postgres.InsertToolCall(ctx, db, ev.source(), toolCallID(ev.session, d.ToolUseID), d.ToolUseID, sub, d.ToolName, input)
 	})
 	if sub == nil {
 		writes = append(writes, logChunk(ev, "[tool] "+d.ToolName+" "+input))
@@ -165,11 +164,11 @@ func toolResult(ev event, d protocol.ToolResult) ([]write, error) {
 		status, subStatus, reason, prefix = domain.ToolCallError, domain.StatusFailed, string(domain.FailureAgentError), "[error] "
 	}
 	writes := []write{
-		func(ctx context.Context, tx pgx.Tx) error {
-			return postgres.CompleteToolCall(ctx, tx, ev.source(), d.ToolUseID, status, d.Content, d.IsError)
+		func(ctx context.Context, db postgres.Execer) error {
+			return postgres.CompleteToolCall(ctx, db, ev.source(), d.ToolUseID, status, d.Content, d.IsError)
 		},
-		func(ctx context.Context, tx pgx.Tx) error {
-			return postgres.EndSubagentsOfCall(ctx, tx, ev.source(), d.ToolUseID, subStatus, reason)
+		func(ctx context.Context, db postgres.Execer) error {
+			return postgres.EndSubagentsOfCall(ctx, db, ev.source(), d.ToolUseID, subStatus, reason)
 		},
 	}
 	if d.SubagentID == "" {
@@ -182,15 +181,15 @@ func toolResult(ev event, d protocol.ToolResult) ([]write, error) {
 // objective of the Task call that spawned it; later events fill in what
 // the first one lacked.
 func spawn(ev event, id uuid.UUID, engineID, parentToolUseID, subagentType, model string) write {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.UpsertSubagent(ctx, tx, ev.source(), postgres.Subagent{ID: id, EngineID: engineID,
+	return func(ctx context.Context, db postgres.Execer) error {
+		return postgres.UpsertSubagent(ctx, db, ev.source(), postgres.Subagent{ID: id, EngineID: engineID,
 			Type: subagentType, ParentToolUseID: parentToolUseID, Model: model})
 	}
 }
 
 func logChunk(ev event, content string) write {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		return postgres.InsertOutputChunk(ctx, tx, ev.source(), ev.id("log"), LogOutput, content)
+	return func(ctx context.Context, db postgres.Execer) error {
+		return postgres.InsertOutputChunk(ctx, db, ev.source(), ev.id("log"), LogOutput, content)
 	}
 }
 

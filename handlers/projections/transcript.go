@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -161,17 +162,27 @@ func (w *Transcript) writes(m jetstream.Msg) ([]write, error) {
 	return writes, nil
 }
 
-// commit runs writes in one transaction.
+// commit runs writes in one transaction, sent to the database as one
+// batch: a batch runs in an implicit transaction, and a lane's events
+// then cost one round trip instead of one per statement, which on a busy
+// host leaves the CPU to the live feed.
 func (w *Transcript) commit(ctx context.Context, writes []write) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		for _, write := range writes {
-			if err := write(ctx, tx); err != nil {
-				return err
-			}
+	b := &pgx.Batch{}
+	for _, write := range writes {
+		if err := write(ctx, queue{b}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return w.pool.SendBatch(ctx, b).Close()
+}
+
+// queue is an Execer that queues its statements into a batch.
+type queue struct{ b *pgx.Batch }
+
+func (q queue) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	q.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
 }
