@@ -217,7 +217,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	var result command.Result
 	var secret json.RawMessage
 	var events *committed
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		deferred := postgres.DeferOutbox(tx)
 		state, err := handler(ctx, deferred, cmd)
 		if err != nil {
@@ -326,7 +326,7 @@ func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *c
 	refusal.Message = jsontext.Clean(refusal.Message)
 	refusal.Field = jsontext.Clean(refusal.Field)
 	result := command.Result{CommandID: cmd.ID, Error: refusal}
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
 	})
 	if postgres.IsUniqueViolation(err) {
@@ -337,7 +337,7 @@ func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *c
 
 func (d *Dispatcher) stored(ctx context.Context, cmd command.Command) (command.Result, error) {
 	var result command.Result
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String())
 		if err == nil && !ok {
 			err = fmt.Errorf("command %s: no stored result", cmd.ID)
