@@ -452,10 +452,17 @@ func BenchmarkSteering(b *testing.B) {
 		time.Sleep(1500 * time.Millisecond)
 		after := st.counters(b)
 		var hops [hopCount + 1][]time.Duration
+		var parts [partCount][]time.Duration
 		for _, n := range ns {
-			if h, ok := st.clock.take(n).hops(); ok {
+			marks := st.clock.take(n)
+			if h, ok := marks.hops(); ok {
 				for i, d := range h {
 					hops[i] = append(hops[i], d)
+				}
+			}
+			if p, ok := marks.parts(); ok {
+				for i, d := range p {
+					parts[i] = append(parts[i], d)
 				}
 			}
 		}
@@ -481,6 +488,14 @@ func BenchmarkSteering(b *testing.B) {
 			h50, h99, _ := quantiles(hops[i])
 			b.ReportMetric(h50, name+"-p50-ms")
 			b.ReportMetric(h99, name+"-p99-ms")
+		}
+		for i, name := range partNames {
+			if len(parts[i]) == 0 {
+				continue
+			}
+			p50, p99, _ := quantiles(parts[i])
+			b.ReportMetric(p50, name+"-p50-ms")
+			b.ReportMetric(p99, name+"-p99-ms")
 		}
 		b.ReportMetric(per(float64(after.jsStored-before.jsStored)), "js-stored/msg")
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/msg")
