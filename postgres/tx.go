@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +34,20 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (err e
 	return tx.Commit(ctx)
 }
 
+// QueueCommit queues the COMMIT of an InTx transaction as the last query
+// of b, so that the transaction's last writes and its commit share one
+// round trip. Nothing may run in the transaction after b. Every query
+// before it must fail in the server when the transaction may not commit
+// (see checkedVersionedUpdate): a check of a result in the client, by a
+// callback of b, would only run once the commit is done.
+func QueueCommit(b *pgx.Batch) { b.Queue(commitSQL) }
+
+const commitSQL = "COMMIT"
+
+// errCommitted: a transaction committed by its batch (QueueCommit) runs
+// nothing more.
+var errCommitted = errors.New("postgres: the transaction was committed with its last batch")
+
 // pipelinedTx is a pgx.Tx begun by its first statement: that statement
 // goes out in one batch with BEGIN (pgx's Batch.BeginTx), and the
 // transaction that batch begins takes over from there. Until then nothing
@@ -42,6 +57,8 @@ type pipelinedTx struct {
 	conn   *pgx.Conn
 	tx     pgx.Tx // nil until begun
 	closed bool
+	// committing is set once a batch that ends with COMMIT was sent.
+	committing bool
 }
 
 var _ pgx.Tx = (*pipelinedTx)(nil)
@@ -66,6 +83,12 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 	if t.closed {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
+	if t.committing {
+		return pgx.FailedBatchResults(b, errCommitted)
+	}
+	if n := len(b.QueuedQueries); n > 0 && b.QueuedQueries[n-1].SQL == commitSQL {
+		t.committing = true
+	}
 	if t.tx != nil {
 		return t.tx.SendBatch(ctx, b)
 	}
@@ -82,6 +105,9 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 }
 
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.committing {
+		return pgconn.CommandTag{}, errCommitted
+	}
 	if t.tx != nil || t.closed {
 		tx, err := t.begin(ctx)
 		if err != nil {
@@ -100,6 +126,9 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 }
 
 func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.committing {
+		return nil, errCommitted
+	}
 	if t.tx != nil || t.closed {
 		tx, err := t.begin(ctx)
 		if err != nil {
@@ -124,6 +153,15 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 }
 
 func (t *pipelinedTx) Commit(ctx context.Context) error {
+	if t.committing && !t.closed {
+		t.closed = true
+		if t.conn.PgConn().TxStatus() == 'I' {
+			return nil
+		}
+		// The batch with the COMMIT failed and its error went unread.
+		_ = t.tx.Rollback(ctx)
+		return pgx.ErrTxCommitRollback
+	}
 	if t.tx == nil {
 		if t.closed {
 			return pgx.ErrTxClosed
@@ -135,6 +173,11 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 }
 
 func (t *pipelinedTx) Rollback(ctx context.Context) error {
+	if t.committing && !t.closed && t.conn.PgConn().TxStatus() == 'I' {
+		// Committed, or ended by the failure of the batch that was to.
+		t.closed = true
+		return nil
+	}
 	if t.tx == nil {
 		if t.closed {
 			return pgx.ErrTxClosed

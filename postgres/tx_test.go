@@ -131,3 +131,46 @@ func TestInTxRollsBackWhatFailed(t *testing.T) {
 	require.NoError(t, postgres.InTx(ctx, pool, func(pgx.Tx) error { return nil }))
 	assert.Equal(t, before, writes.Load(), "a transaction that ran nothing sends nothing")
 }
+
+// TestInTxCommitsWithTheLastBatch: with its COMMIT queued on its last
+// batch, the transaction takes two round trips less than pgx's, commits
+// what it wrote, and refuses to run anything after that batch, which
+// would run outside the transaction.
+func TestInTxCommitsWithTheLastBatch(t *testing.T) {
+	ctx := context.Background()
+	pool, writes := countingPool(t)
+	committing := func(n int) func(pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			var count int
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM tx_probe WHERE n < $1", n).Scan(&count); err != nil {
+				return err
+			}
+			b := &pgx.Batch{}
+			b.Queue("INSERT INTO tx_probe (n) VALUES ($1)", n)
+			b.Queue("INSERT INTO tx_probe (n) VALUES ($1)", n+1)
+			postgres.QueueCommit(b)
+			return tx.SendBatch(ctx, b).Close()
+		}
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, commandLike(ctx, 10)))
+	require.NoError(t, postgres.InTx(ctx, pool, committing(20)))
+
+	before := writes.Load()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, commandLike(ctx, 30)))
+	byPgx := writes.Load() - before
+	before = writes.Load()
+	require.NoError(t, postgres.InTx(ctx, pool, committing(40)))
+	inTx := writes.Load() - before
+	assert.Equal(t, byPgx-2, inTx, "round trips of the same transaction: pgx %d, InTx %d", byPgx, inTx)
+
+	err := postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+		if err := committing(50)(tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO tx_probe (n) VALUES (60)")
+		return err
+	})
+	require.Error(t, err, "nothing runs after the commit")
+	assert.Equal(t, []int{10, 11, 20, 21, 30, 31, 40, 41, 50, 51}, probes(t, pool),
+		"what the batch committed stays; what came after never ran")
+}

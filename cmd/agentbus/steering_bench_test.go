@@ -424,7 +424,10 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // transactions and rows written, Redis commands (the benchmark's own as
 // the sidecar left out), and the p50/p99 of each hop of the way (see
 // hopNames: api, commands worker, sending to the sidecar, relay), which
-// add up to the total, and of the event's publication. b.N is the number of messages per row. A PNG plot
+// add up to the total, and of the event's publication; the worker and
+// relay hops are split further into the store of the message they take,
+// its delivery to their pull consumer and their own work (see partNames).
+// b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
 	sessions := envInts(b, envSteeringSessions, "10,100")

@@ -235,11 +235,13 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 				return err
 			}
 		}
-		// The events and the record of the result go in one round trip.
+		// The events, the record of the result and the commit go in one
+		// round trip.
 		last := &pgx.Batch{}
 		if err := postgres.QueueMarkProcessed(last, Consumer, cmd.ID.String(), result); err != nil {
 			return err
 		}
+		postgres.QueueCommit(last)
 		if d.forwarder != nil && len(deferred.Pending()) > 0 {
 			events = &committed{unlock: d.gates.lock(deferred.Pending())}
 		}
