@@ -60,47 +60,42 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		}
 	}()
 
-	// Without an OrderKey every worker reads one shared lane; with one, each
-	// worker owns a lane and a key always maps to the same lane.
-	lanes := make([]chan jetstream.Msg, 1)
-	if cfg.OrderKey != nil {
-		lanes = make([]chan jetstream.Msg, cfg.Concurrency)
-	}
-	buffer := 0
-	if cfg.OrderKey != nil {
-		buffer = max(cfg.LaneBuffer, 0)
-	}
-	for i := range lanes {
-		lanes[i] = make(chan jetstream.Msg, buffer)
-	}
-	r.lanes = lanes
+	// With an OrderKey each worker owns a lane and a key always maps to
+	// the same lane. Without one there are no lanes: the workers take
+	// their messages from the subscription themselves (see share).
+	buffer := max(r.cfg.LaneBuffer, 0)
 	var wg sync.WaitGroup
-	for i := range cfg.Concurrency {
-		lane := lanes[i%len(lanes)]
-		wg.Go(func() {
-			batch := make([]jetstream.Msg, 0, buffer+1)
-			for m := range lane {
-				if buffer > 0 && ctx.Err() != nil {
-					// Waiting in the lane when the run ends: handed back
-					// like the fetched messages no lane took.
-					r.nakNow(m)
-					continue
+	if cfg.OrderKey != nil {
+		r.lanes = make([]chan jetstream.Msg, cfg.Concurrency)
+		for i := range r.lanes {
+			lane := make(chan jetstream.Msg, buffer)
+			r.lanes[i] = lane
+			wg.Go(func() {
+				batch := make([]jetstream.Msg, 0, buffer+1)
+				for m := range lane {
+					if buffer > 0 && ctx.Err() != nil {
+						// Waiting in the lane when the run ends: handed back
+						// like the fetched messages no lane took.
+						r.nakNow(m)
+						continue
+					}
+					if cfg.BatchHandler == nil {
+						r.handle(base, m)
+						continue
+					}
+					batch = append(batch[:0], m)
+					batch = takeWaiting(lane, batch)
+					r.handleBatch(base, batch)
+					clear(batch)
 				}
-				if cfg.BatchHandler == nil {
-					r.handle(base, m)
-					continue
-				}
-				batch = append(batch[:0], m)
-				batch = takeWaiting(lane, batch)
-				r.handleBatch(base, batch)
-				clear(batch)
-			}
-		})
+			})
+		}
 	}
+	r.base = base
 
 	r.logger.Info("runner started", "concurrency", cfg.Concurrency)
 	err := r.consume(ctx)
-	for _, lane := range lanes {
+	for _, lane := range r.lanes {
 		close(lane)
 	}
 	wg.Wait()
@@ -144,6 +139,8 @@ type runner struct {
 	cfg    RunnerConfig
 	def    *jetstream.ConsumerConfig
 	logger *slog.Logger
+	// base is the context handlers run in (see Run).
+	base   context.Context
 	lanes  []chan jetstream.Msg
 	policy atomic.Pointer[policy]
 	// pin is the id this copy was last pinned with in a priority group.
@@ -234,6 +231,9 @@ func (r *runner) consume(ctx context.Context) error {
 // pump moves messages from it to the lanes. It returns when ctx ends (after
 // handing the fetched messages back) or when the subscription breaks.
 func (r *runner) pump(ctx context.Context, it jetstream.MessagesContext) (received bool, err error) {
+	if r.lanes == nil {
+		return r.share(ctx, it)
+	}
 	missed := 0
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
@@ -254,15 +254,10 @@ func (r *runner) pump(ctx context.Context, it jetstream.MessagesContext) (receiv
 			return received, err
 		}
 		received, missed = true, 0
-		if pin := m.Headers().Get(headerPinID); pin != "" {
-			r.pin.Store(pin)
-		}
-		lane := r.lanes[0]
-		if r.cfg.OrderKey != nil {
-			h := fnv.New32a()
-			h.Write([]byte(r.cfg.OrderKey(m)))
-			lane = r.lanes[h.Sum32()%uint32(len(r.lanes))]
-		}
+		r.notePin(m)
+		h := fnv.New32a()
+		h.Write([]byte(r.cfg.OrderKey(m)))
+		lane := r.lanes[h.Sum32()%uint32(len(r.lanes))]
 		select {
 		case lane <- m:
 		case <-ctx.Done():
@@ -270,6 +265,89 @@ func (r *runner) pump(ctx context.Context, it jetstream.MessagesContext) (receiv
 			r.handBack(it)
 			return received, nil
 		}
+	}
+}
+
+// share runs the workers of a runner without an OrderKey on it: each one
+// takes its next message from the subscription and handles it, so a
+// message goes from the connection to its handler without waiting for
+// another goroutine to pass it on. It returns when ctx ends (after handing
+// the fetched messages back and letting the running handlers finish) or
+// when the subscription breaks (once the running handlers finished).
+func (r *runner) share(ctx context.Context, it jetstream.MessagesContext) (received bool, err error) {
+	var (
+		got, broken atomic.Bool
+		missed      atomic.Int32
+		mu          sync.Mutex
+		first       error
+		wg          sync.WaitGroup
+	)
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
+			for {
+				m, err := it.Next(jetstream.NextContext(ctx))
+				if ctx.Err() != nil {
+					if err == nil {
+						r.nakNow(m)
+					}
+					return
+				}
+				if err != nil {
+					// The iterator pulls again by itself after a missed
+					// heartbeat; if that keeps failing, start over with a
+					// fresh subscription.
+					if errors.Is(err, jetstream.ErrNoHeartbeat) && missed.Add(1) < 3 {
+						r.logger.Debug("missed idle heartbeat, pulling again", "missed", missed.Load())
+						continue
+					}
+					if broken.Swap(true) {
+						return // another worker stopped it
+					}
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					it.Stop()
+					return
+				}
+				got.Store(true)
+				missed.Store(0)
+				r.notePin(m)
+				if r.cfg.BatchHandler == nil {
+					r.handle(r.base, m)
+				} else {
+					r.handleBatch(r.base, []jetstream.Msg{m})
+				}
+			}
+		})
+	}
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-ctx.Done():
+		// The workers stop taking messages; what was fetched goes back
+		// while the running handlers finish.
+		r.handBack(it)
+		<-finished
+		return got.Load(), nil
+	case <-finished:
+	}
+	if ctx.Err() != nil {
+		r.handBack(it)
+		return got.Load(), nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got.Load(), first
+}
+
+// notePin remembers the id this copy is pinned with, from a message of a
+// pinned priority group.
+func (r *runner) notePin(m jetstream.Msg) {
+	if pin := m.Headers().Get(headerPinID); pin != "" {
+		r.pin.Store(pin)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -124,28 +125,35 @@ func (r *runner) reportProgress(msgs []jetstream.Msg) {
 
 // whileRunning reports progress on msgs three times per ack deadline,
 // which leaves room for one report to be late, until the returned stop is
-// called.
+// called. A timer does it, not a goroutine of its own: most handlers
+// return long before the first report, and then neither starting nor
+// stopping it waits for the scheduler.
 func (r *runner) whileRunning(msgs []jetstream.Msg, ackDeadline time.Duration) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(max(ackDeadline/3, 10*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				r.reportProgress(msgs)
-			}
+	every := max(ackDeadline/3, 10*time.Millisecond)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		r.reportProgress(msgs)
+		timer.Reset(every)
+	})
 	return func() {
-		close(done)
-		// The messages are settled only after the last progress report,
-		// which would otherwise race with the ack.
-		<-stopped
+		// Once stop holds the lock, no report is under way or follows:
+		// the messages are settled after the last one, which would
+		// otherwise race with the ack.
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
 	}
 }
 

@@ -68,6 +68,33 @@ func versionedUpdate(table, idColumn string, id uuid.UUID, loaded int64, doc any
 	return "UPDATE " + table + " SET " + set + " WHERE " + idColumn + " = $1 AND version = $2", args, check, nil
 }
 
+// checkedVersionedUpdate is versionedUpdate checked in the server: when
+// the row changed since it was loaded, the statement fails (see
+// versionConflictFrom) instead of reporting no row updated, so that it can
+// go out in one batch with the transaction's COMMIT, which the failure
+// then keeps from running.
+func checkedVersionedUpdate(table, idColumn string, id uuid.UUID, loaded int64, doc any, columns map[string]any) (string, []any, error) {
+	sql, args, _, err := versionedUpdate(table, idColumn, id, loaded, doc, columns)
+	if err != nil {
+		return "", nil, err
+	}
+	return "WITH updated AS (" + sql + " RETURNING 1) SELECT version_conflict('" + table +
+		"', $1::text) WHERE NOT EXISTS (SELECT FROM updated)", args, nil
+}
+
+// versionConflictCode is the SQLSTATE of version_conflict (migration 013).
+const versionConflictCode = "AB409"
+
+// versionConflictFrom returns err as an ErrVersionConflict when it is the
+// failure of a checkedVersionedUpdate, and unchanged otherwise.
+func versionConflictFrom(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == versionConflictCode {
+		return fmt.Errorf("%s: %w", pgErr.Message, ErrVersionConflict)
+	}
+	return err
+}
+
 // insertDoc inserts a new aggregate row at version 1.
 func insertDoc(ctx context.Context, tx pgx.Tx, table, idColumn string, id uuid.UUID, doc any, columns map[string]any) error {
 	raw, err := json.Marshal(doc)

@@ -92,7 +92,7 @@ func (d *DeferredOutboxTx) Flush(ctx context.Context, last *pgx.Batch) error {
 	}
 	b.QueuedQueries = append(b.QueuedQueries, last.QueuedQueries...)
 	// Close runs the checks and fails with the first error.
-	return d.Tx.SendBatch(ctx, b).Close()
+	return versionConflictFrom(d.Tx.SendBatch(ctx, b).Close())
 }
 
 // execOrDefer runs a write in tx, or holds it for Flush when tx is a

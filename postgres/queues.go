@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbus/agentbus/domain"
 )
@@ -110,16 +109,16 @@ func (Queues) Save(ctx context.Context, tx pgx.Tx, q *domain.SessionMessageQueue
 		}
 	} else {
 		// In a DeferredOutboxTx the update and the moves to the history
-		// wait for the commit's round trip: the version check is then read
-		// from its results, first, before anything else counts.
+		// wait for the commit's round trip, which may carry the COMMIT
+		// too: the version is checked in the server, and a conflict fails
+		// the update and everything after it.
 		var (
-			sql   string
-			args  []any
-			check func(pgconn.CommandTag) error
+			sql  string
+			args []any
 		)
-		sql, args, check, err = versionedUpdate("message_queues", "session_id", q.SessionID(), loaded, doc, nil)
+		sql, args, err = checkedVersionedUpdate("message_queues", "session_id", q.SessionID(), loaded, doc, nil)
 		if err == nil {
-			err = execOrDefer(ctx, tx, sql, args, check)
+			err = versionConflictFrom(execOrDefer(ctx, tx, sql, args, nil))
 		}
 	}
 	if err != nil {

@@ -226,3 +226,64 @@ func TestQueueWritesWaitForTheCommitRoundTrip(t *testing.T) {
 	require.ErrorIs(t, conflict, postgres.ErrVersionConflict)
 	assert.Equal(t, int64(3), version(pool), "only the other transaction's update")
 }
+
+// TestQueueConflictKeepsTheCommitFromRunning: a command's last batch
+// carries its COMMIT (InTx, QueueCommit); when the queue changed since it
+// was loaded, its update fails in the server, so the COMMIT behind it
+// does not run and none of the batch's writes (the move to the history,
+// the outbox, the record behind it) stays.
+func TestQueueConflictKeepsTheCommitFromRunning(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	id, _ := newSession(t, pool)
+	a := uuid.New()
+	now := time.Now().UTC()
+	require.NoError(t, postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+		sq, err := postgres.Queues{}.Load(ctx, tx, id, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		if _, err := sq.Queue.Enqueue(a, "first", domain.PriorityImmediate, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
+			return err
+		}
+		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
+	}))
+	count := func(sql string) (n int) {
+		require.NoError(t, pool.QueryRow(ctx, sql, id).Scan(&n))
+		return n
+	}
+	outboxBefore := count("SELECT count(*) FROM outbox WHERE aggregate_id = $1")
+
+	deliver := func(stale bool) error {
+		return postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+			d := postgres.DeferOutbox(tx)
+			sq, err := postgres.Queues{}.Load(ctx, d, id, a)
+			if err != nil {
+				return err
+			}
+			if err := sq.Queue.MarkDelivered(a, now); err != nil {
+				return err
+			}
+			if stale {
+				_, err := pool.Exec(ctx, "UPDATE message_queues SET version = version + 1 WHERE session_id = $1", id)
+				require.NoError(t, err)
+			}
+			if err := (postgres.Queues{}).Save(ctx, d, sq.Queue); err != nil {
+				return err
+			}
+			last := &pgx.Batch{}
+			last.Queue("INSERT INTO processed_messages (consumer, message_id, result) VALUES ('probe', $1, '{}')", id.String())
+			postgres.QueueCommit(last)
+			return d.Flush(ctx, last)
+		})
+	}
+	require.ErrorIs(t, deliver(true), postgres.ErrVersionConflict)
+	assert.Equal(t, 0, count("SELECT count(*) FROM message_history WHERE session_id = $1"), "no move to the history")
+	assert.Equal(t, outboxBefore, count("SELECT count(*) FROM outbox WHERE aggregate_id = $1"), "no event")
+	assert.Equal(t, 0, count("SELECT count(*) FROM processed_messages WHERE message_id = $1::text"), "no record")
+
+	require.NoError(t, deliver(false), "loaded afresh, the same change commits")
+	assert.Equal(t, 1, count("SELECT count(*) FROM message_history WHERE session_id = $1"))
+	assert.Equal(t, outboxBefore+1, count("SELECT count(*) FROM outbox WHERE aggregate_id = $1"))
+	assert.Equal(t, 1, count("SELECT count(*) FROM processed_messages WHERE message_id = $1::text"))
+}

@@ -424,7 +424,10 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // transactions and rows written, Redis commands (the benchmark's own as
 // the sidecar left out), and the p50/p99 of each hop of the way (see
 // hopNames: api, commands worker, sending to the sidecar, relay), which
-// add up to the total, and of the event's publication. b.N is the number of messages per row. A PNG plot
+// add up to the total, and of the event's publication; the worker and
+// relay hops are split further into the store of the message they take,
+// its delivery to their pull consumer and their own work (see partNames).
+// b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
 	sessions := envInts(b, envSteeringSessions, "10,100")
@@ -452,10 +455,17 @@ func BenchmarkSteering(b *testing.B) {
 		time.Sleep(1500 * time.Millisecond)
 		after := st.counters(b)
 		var hops [hopCount + 1][]time.Duration
+		var parts [partCount][]time.Duration
 		for _, n := range ns {
-			if h, ok := st.clock.take(n).hops(); ok {
+			marks := st.clock.take(n)
+			if h, ok := marks.hops(); ok {
 				for i, d := range h {
 					hops[i] = append(hops[i], d)
+				}
+			}
+			if p, ok := marks.parts(); ok {
+				for i, d := range p {
+					parts[i] = append(parts[i], d)
 				}
 			}
 		}
@@ -481,6 +491,14 @@ func BenchmarkSteering(b *testing.B) {
 			h50, h99, _ := quantiles(hops[i])
 			b.ReportMetric(h50, name+"-p50-ms")
 			b.ReportMetric(h99, name+"-p99-ms")
+		}
+		for i, name := range partNames {
+			if len(parts[i]) == 0 {
+				continue
+			}
+			p50, p99, _ := quantiles(parts[i])
+			b.ReportMetric(p50, name+"-p50-ms")
+			b.ReportMetric(p99, name+"-p99-ms")
 		}
 		b.ReportMetric(per(float64(after.jsStored-before.jsStored)), "js-stored/msg")
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/msg")

@@ -217,7 +217,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 	var result command.Result
 	var secret json.RawMessage
 	var events *committed
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		deferred := postgres.DeferOutbox(tx)
 		state, err := handler(ctx, deferred, cmd)
 		if err != nil {
@@ -235,11 +235,13 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 				return err
 			}
 		}
-		// The events and the record of the result go in one round trip.
+		// The events, the record of the result and the commit go in one
+		// round trip.
 		last := &pgx.Batch{}
 		if err := postgres.QueueMarkProcessed(last, Consumer, cmd.ID.String(), result); err != nil {
 			return err
 		}
+		postgres.QueueCommit(last)
 		if d.forwarder != nil && len(deferred.Pending()) > 0 {
 			events = &committed{unlock: d.gates.lock(deferred.Pending())}
 		}
@@ -326,7 +328,7 @@ func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *c
 	refusal.Message = jsontext.Clean(refusal.Message)
 	refusal.Field = jsontext.Clean(refusal.Field)
 	result := command.Result{CommandID: cmd.ID, Error: refusal}
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		return postgres.MarkProcessed(ctx, tx, Consumer, cmd.ID.String(), result)
 	})
 	if postgres.IsUniqueViolation(err) {
@@ -337,7 +339,7 @@ func (d *Dispatcher) refuse(ctx context.Context, cmd command.Command, refusal *c
 
 func (d *Dispatcher) stored(ctx context.Context, cmd command.Command) (command.Result, error) {
 	var result command.Result
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		r, ok, err := postgres.ProcessedResult[command.Result](ctx, tx, Consumer, cmd.ID.String())
 		if err == nil && !ok {
 			err = fmt.Errorf("command %s: no stored result", cmd.ID)
