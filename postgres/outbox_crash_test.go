@@ -292,17 +292,7 @@ func TestOutboxCrashAfterPublishBeforeDelete(t *testing.T) {
 	require.NoError(t, locker.Rollback(ctx))
 	require.Equal(t, 100, outboxCount(t, pool), "published and not deleted")
 
-	agg := uuid.New()
-	later := make([]postgres.OutboxMessage, 50)
-	for i := range later {
-		later[i] = outboxMsg(agg, 100+i)
-		want[later[i].ID.String()] = 100 + i
-	}
-	writeInTx(t, pool, later...)
-
-	restartPublisher(t, pool, js)
-	assertEachOnce(t, js, want)
-	assert.Equal(t, seq(0, 150), published(t, js), "in commit order")
+	commitMoreAndRestart(t, pool, js, want)
 }
 
 // TestOutboxCrashAfterForwardBeforeForget kills a process that forwarded
@@ -332,6 +322,14 @@ func TestOutboxCrashAfterForwardBeforeForget(t *testing.T) {
 	afterDeath(t, pool)
 	require.Equal(t, 100, outboxCount(t, pool), "forwarded and not forgotten")
 
+	commitMoreAndRestart(t, pool, js, want)
+}
+
+// commitMoreAndRestart commits 50 more rows after the 100 of want, starts
+// a fresh publisher and checks that it stores each of the 150 events once,
+// in commit order.
+func commitMoreAndRestart(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStream, want map[string]int) {
+	t.Helper()
 	agg := uuid.New()
 	later := make([]postgres.OutboxMessage, 50)
 	for i := range later {
