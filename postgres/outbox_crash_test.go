@@ -280,12 +280,7 @@ func TestOutboxCrashAfterPublishBeforeDelete(t *testing.T) {
 	require.NoError(t, err)
 
 	proc.publish(t)
-	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := stream.Info(ctx)
-		return err == nil && info.State.Msgs == 100
-	}, 30*time.Second, 20*time.Millisecond, "the process published its rows")
+	awaitStored(t, js, 100, "the process published its rows")
 
 	proc.kill()
 	afterDeath(t, pool)
@@ -311,18 +306,25 @@ func TestOutboxCrashAfterForwardBeforeForget(t *testing.T) {
 	want := requireOutboxRows(t, pool)
 	require.Len(t, want, 100)
 	proc.publish(t)
-	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := stream.Info(ctx)
-		return err == nil && info.State.Msgs == 100
-	}, 30*time.Second, 20*time.Millisecond, "the process forwarded its rows")
+	awaitStored(t, js, 100, "the process forwarded its rows")
 
 	proc.kill()
 	afterDeath(t, pool)
 	require.Equal(t, 100, outboxCount(t, pool), "forwarded and not forgotten")
 
 	commitMoreAndRestart(t, pool, js, want)
+}
+
+// awaitStored waits until AGENTS_EVENTS holds n events.
+func awaitStored(t *testing.T, js jetstream.JetStream, n uint64, why string) {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, "AGENTS_EVENTS")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := stream.Info(ctx)
+		return err == nil && info.State.Msgs == n
+	}, 30*time.Second, 20*time.Millisecond, why)
 }
 
 // commitMoreAndRestart commits 50 more rows after the 100 of want, starts

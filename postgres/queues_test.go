@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -155,6 +156,23 @@ func newSession(t *testing.T, pool interface {
 	return id, owner
 }
 
+// enqueueImmediate commits message a, Immediate, to the queue of session
+// id while it runs.
+func enqueueImmediate(t *testing.T, pool *pgxpool.Pool, id, a uuid.UUID, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+		sq, err := postgres.Queues{}.Load(ctx, tx, id, uuid.Nil)
+		if err != nil {
+			return err
+		}
+		if _, err := sq.Queue.Enqueue(a, "first", domain.PriorityImmediate, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
+			return err
+		}
+		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
+	}))
+}
+
 // TestQueueWritesWaitForTheCommitRoundTrip: in a DeferredOutboxTx, a
 // queue's save sends nothing until Flush, which sends its update, the
 // moves to the history and the outbox in one round trip; a save of a queue
@@ -166,16 +184,7 @@ func TestQueueWritesWaitForTheCommitRoundTrip(t *testing.T) {
 	id, _ := newSession(t, pool)
 	a := uuid.New()
 	now := time.Now().UTC()
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		sq, err := postgres.Queues{}.Load(ctx, tx, id, uuid.Nil)
-		if err != nil {
-			return err
-		}
-		if _, err := sq.Queue.Enqueue(a, "first", domain.PriorityImmediate, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
-			return err
-		}
-		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
-	}))
+	enqueueImmediate(t, pool, id, a, now)
 	version := func(q postgres.Querier) (v int64) {
 		require.NoError(t, q.QueryRow(ctx, "SELECT version FROM message_queues WHERE session_id = $1", id).Scan(&v))
 		return v
@@ -238,16 +247,7 @@ func TestQueueConflictKeepsTheCommitFromRunning(t *testing.T) {
 	id, _ := newSession(t, pool)
 	a := uuid.New()
 	now := time.Now().UTC()
-	require.NoError(t, postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
-		sq, err := postgres.Queues{}.Load(ctx, tx, id, uuid.Nil)
-		if err != nil {
-			return err
-		}
-		if _, err := sq.Queue.Enqueue(a, "first", domain.PriorityImmediate, domain.MessageFromUser, domain.StatusRunning, now); err != nil {
-			return err
-		}
-		return postgres.Queues{}.Save(ctx, tx, sq.Queue)
-	}))
+	enqueueImmediate(t, pool, id, a, now)
 	count := func(sql string) (n int) {
 		require.NoError(t, pool.QueryRow(ctx, sql, id).Scan(&n))
 		return n
