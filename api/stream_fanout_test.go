@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,18 +120,7 @@ func TestResumeJoinsTheLiveEventsWithoutGapOrRepeat(t *testing.T) {
 func TestSlowClientCatchesUpWithinTheTimeout(t *testing.T) {
 	t.Parallel()
 	sess := uuid.New()
-	e := newStreamEnv(t, Config{StreamBuffer: 4, SlowClientTimeout: time.Minute}, fakeOwners{sess: "alice"}, func(hs *httptest.Server) {
-		hs.Listener = smallBuffers{hs.Listener}
-	})
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetReadBuffer(4096)
-			}
-			return c, err
-		},
-	}}
+	e, client := newSlowClientEnv(t, sess, time.Minute)
 	tok, err := NewToken(testSecret, "alice", time.Hour)
 	require.NoError(t, err)
 	_, ch := openStream(t, client, e.http.URL+"/api/agents/sessions/"+sess.String()+"/stream", tok, nil)

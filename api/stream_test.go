@@ -264,10 +264,12 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 	return c, err
 }
 
-func TestStreamSlowClientReconnects(t *testing.T) {
-	t.Parallel()
-	sess := uuid.New()
-	e := newStreamEnv(t, Config{StreamBuffer: 4, SlowClientTimeout: 100 * time.Millisecond}, fakeOwners{sess: "alice"}, func(hs *httptest.Server) {
+// newSlowClientEnv serves sess's stream to alice with a buffer of 4 items
+// and the given SlowClientTimeout, over connections whose socket buffers
+// are small, and returns a client that reads slowly enough to fall behind.
+func newSlowClientEnv(t *testing.T, sess uuid.UUID, timeout time.Duration) (*streamEnv, *http.Client) {
+	t.Helper()
+	e := newStreamEnv(t, Config{StreamBuffer: 4, SlowClientTimeout: timeout}, fakeOwners{sess: "alice"}, func(hs *httptest.Server) {
 		hs.Listener = smallBuffers{hs.Listener}
 	})
 	client := &http.Client{Transport: &http.Transport{
@@ -279,6 +281,13 @@ func TestStreamSlowClientReconnects(t *testing.T) {
 			return c, err
 		},
 	}}
+	return e, client
+}
+
+func TestStreamSlowClientReconnects(t *testing.T) {
+	t.Parallel()
+	sess := uuid.New()
+	e, client := newSlowClientEnv(t, sess, 100*time.Millisecond)
 	tok, err := NewToken(testSecret, "alice", time.Hour)
 	require.NoError(t, err)
 	path := e.http.URL + "/api/agents/sessions/" + sess.String() + "/stream"
