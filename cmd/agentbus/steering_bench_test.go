@@ -334,7 +334,7 @@ func (st *steeringStack) counters(b *testing.B) counters {
 	var c counters
 	lister := st.js.ListStreams(st.ctx)
 	for info := range lister.Info() {
-		if info.Config.Name != rttStream {
+		if info.Config.Name != rttStream && !strings.HasPrefix(info.Config.Name, "SKEL_") {
 			c.jsStored += info.State.LastSeq
 		}
 	}
@@ -402,6 +402,12 @@ type steeringRow struct {
 	held              bool
 	p50, p99, max     float64 // milliseconds
 	redis99, js99     float64
+	// The skeleton's latency in the same run (see skeleton), and the p50
+	// of each hop and part of ours and of the skeleton's.
+	skel50, skel99, skelMax float64
+	hop50, skelHop50        [hopCount]float64
+	part50, skelPart50      [partCount]float64
+	skelTx50                float64
 }
 
 func quantiles(lat []time.Duration) (p50, p99, mx float64) {
@@ -427,12 +433,16 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // add up to the total, and of the event's publication; the worker and
 // relay hops are split further into the store of the message they take,
 // its delivery to their pull consumer and their own work (see partNames).
+// Each row also steers as many messages through the skeleton of the same
+// pipeline (see skeleton) and prints its p50/p99/max and hops (skel-…)
+// and the ratios ours/skeleton; a table of both closes the output.
 // b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
 	sessions := envInts(b, envSteeringSessions, "10,100")
 	histories := envInts(b, envSteeringHistory, "0,100")
 	st := startSteeringStack(b)
+	skel := startSkeleton(b, st, steeringSampled, true)
 	var rows []steeringRow
 
 	measure := func(b *testing.B, row steeringRow) {
@@ -470,6 +480,7 @@ func BenchmarkSteering(b *testing.B) {
 			}
 		}
 		redisRTT, jsRTT := st.baselines(b, max(b.N, 100))
+		measureSkeleton(b, skel, &row)
 		row.p50, row.p99, row.max = quantiles(lat)
 		r50, r99, rmax := quantiles(redisRTT)
 		j50, j99, jmax := quantiles(jsRTT)
@@ -489,6 +500,9 @@ func BenchmarkSteering(b *testing.B) {
 				continue
 			}
 			h50, h99, _ := quantiles(hops[i])
+			if i < hopCount {
+				row.hop50[i] = h50
+			}
 			b.ReportMetric(h50, name+"-p50-ms")
 			b.ReportMetric(h99, name+"-p99-ms")
 		}
@@ -497,6 +511,7 @@ func BenchmarkSteering(b *testing.B) {
 				continue
 			}
 			p50, p99, _ := quantiles(parts[i])
+			row.part50[i] = p50
 			b.ReportMetric(p50, name+"-p50-ms")
 			b.ReportMetric(p99, name+"-p99-ms")
 		}
@@ -504,6 +519,11 @@ func BenchmarkSteering(b *testing.B) {
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/msg")
 		b.ReportMetric(per(float64(after.pgTuples-before.pgTuples)), "pg-rows/msg")
 		b.ReportMetric(per(float64(after.redisCommands-before.redisCommands)), "redis-cmds/msg")
+		b.ReportMetric(row.skel50, "skel-p50-ms")
+		b.ReportMetric(row.skel99, "skel-p99-ms")
+		b.ReportMetric(row.skelMax, "skel-max-ms")
+		b.ReportMetric(row.p50/row.skel50, "ours/skel-p50")
+		b.ReportMetric(row.p99/row.skel99, "ours/skel-p99")
 		b.ReportMetric(0, "ns/op")
 		rows = append(rows, row)
 	}
@@ -549,8 +569,11 @@ func BenchmarkSteering(b *testing.B) {
 		b.Fatalf("plot: %v", err)
 	}
 	var out bytes.Buffer
+	writeSkeletonTable(&out, latestRows(rows))
 	fmt.Fprintf(&out, "steering plot written to %s\n", path)
-	b.Log(out.String())
+	// Printed, not logged: a benchmark with sub-benchmarks drops its own
+	// log unless it fails.
+	fmt.Print(out.String())
 }
 
 // latestRows keeps the last measurement of each row: the benchmark

@@ -14,7 +14,8 @@ import (
 
 // plotSteering writes a PNG of the steering latency against live sessions
 // (rows without history) and against history (rows at the most sessions),
-// each beside the same run's Redis and JetStream round trips.
+// each beside the same run's skeleton of the pipeline (see skeleton) and
+// Redis and JetStream round trips.
 func plotSteering(path string, rows []steeringRow) error {
 	var bySessions, byHistory []steeringRow
 	most := 0
@@ -66,16 +67,22 @@ func steeringPlot(title, xLabel string, rows []steeringRow, x func(steeringRow) 
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = "milliseconds"
 	p.Legend.Top = true
+	blue, orange := color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 255, G: 127, B: 14, A: 255}
+	// The skeleton's lines are dashed in the colour of the same quantile of ours.
+	dashed := []vg.Length{vg.Points(4), vg.Points(3)}
 	series := []struct {
-		name  string
-		value func(steeringRow) float64
-		color color.RGBA
+		name   string
+		value  func(steeringRow) float64
+		color  color.RGBA
+		dashes []vg.Length
 	}{
-		{"p50", func(r steeringRow) float64 { return r.p50 }, color.RGBA{R: 31, G: 119, B: 180, A: 255}},
-		{"p99", func(r steeringRow) float64 { return r.p99 }, color.RGBA{R: 255, G: 127, B: 14, A: 255}},
-		{"max", func(r steeringRow) float64 { return r.max }, color.RGBA{R: 214, G: 39, B: 40, A: 255}},
-		{"Redis XADD→XREAD p99", func(r steeringRow) float64 { return r.redis99 }, color.RGBA{R: 127, G: 127, B: 127, A: 255}},
-		{"JetStream publish→ack p99", func(r steeringRow) float64 { return r.js99 }, color.RGBA{R: 44, G: 160, B: 44, A: 255}},
+		{"p50", func(r steeringRow) float64 { return r.p50 }, blue, nil},
+		{"p99", func(r steeringRow) float64 { return r.p99 }, orange, nil},
+		{"max", func(r steeringRow) float64 { return r.max }, color.RGBA{R: 214, G: 39, B: 40, A: 255}, nil},
+		{"skeleton p50", func(r steeringRow) float64 { return r.skel50 }, blue, dashed},
+		{"skeleton p99", func(r steeringRow) float64 { return r.skel99 }, orange, dashed},
+		{"Redis XADD→XREAD p99", func(r steeringRow) float64 { return r.redis99 }, color.RGBA{R: 127, G: 127, B: 127, A: 255}, nil},
+		{"JetStream publish→ack p99", func(r steeringRow) float64 { return r.js99 }, color.RGBA{R: 44, G: 160, B: 44, A: 255}, nil},
 	}
 	for _, s := range series {
 		pts := make(plotter.XYs, len(rows))
@@ -86,7 +93,7 @@ func steeringPlot(title, xLabel string, rows []steeringRow, x func(steeringRow) 
 		if err != nil {
 			return nil, err
 		}
-		line.Color, points.Color = s.color, s.color
+		line.Color, points.Color, line.Dashes = s.color, s.color, s.dashes
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}

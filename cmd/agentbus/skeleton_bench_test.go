@@ -1,0 +1,516 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// skeleton is the pipeline a steering message takes through `up`, built
+// from bare library calls with none of agentbus's logic, on the same NATS,
+// Postgres and Redis servers as the stack it is measured beside. What it
+// takes is what the pipeline's shape costs here (HTTP, two fsynced
+// JetStream publishes, two pull consumers, a transaction of two round
+// trips, a Redis stream); what ours takes beyond it is our own work.
+//
+//	POST /skeleton/sessions/{id}/messages   net/http; the HS256 JWT is checked
+//	  → js.PublishMsg on SKEL_COMMANDS        AGENTS_COMMANDS' config: file, fsynced, Msg-Id
+//	  → worker (pull consumer, Messages/Next from several goroutines, as bus.Run)
+//	      BEGIN + SELECT the session's row          round trip 1
+//	      UPDATE it + INSERT an outbox row + COMMIT round trip 2
+//	      reply on core NATS, the handler answers 201
+//	      js.PublishMsg on SKEL_SIDECAR             AGENTS_SIDECAR_COMMANDS' config
+//	      ack
+//	  → relay (pull consumer on SKEL_SIDECAR): XADD to the session's stream, ack
+//	  → reader: XREAD blocked on that stream, as the sidecar
+//
+// The worker replies before it publishes the steering message, as ours
+// does: the outbox row is committed by then, so the reply promises nothing
+// a crash could lose.
+type skeleton struct {
+	base, token string
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	pool        *pgxpool.Pool
+	rdb         *redis.Client
+	parser      *jwt.Parser
+	ids         []uuid.UUID
+	// own counts the skeleton's Redis commands, left out of the stack's.
+	own *atomic.Int64
+
+	inbox   string
+	mu      sync.Mutex
+	waiting map[uuid.UUID]chan struct{}
+	// marks holds each message's stages by its number, when tracing (the
+	// steering benchmark); got receives each message read by a reader.
+	marks map[int]*skeletonMarks
+	got   chan delivery
+	next  atomic.Int64
+}
+
+// skeletonMarks are the stages of one message, set where the skeleton
+// passes them: the same stages as ours (see hopMarks), and the commit.
+type skeletonMarks struct {
+	hopMarks
+	committed time.Time
+}
+
+// The skeleton's streams, subjects and Redis keys.
+const (
+	skeletonCommands = "SKEL_COMMANDS"
+	skeletonSidecar  = "SKEL_SIDECAR"
+	// skeletonConcurrency is the worker's, as the commands worker's
+	// default (defaultCommandsConcurrency); the relay takes as many.
+	skeletonConcurrency = defaultCommandsConcurrency
+)
+
+func skeletonStreamKey(id uuid.UUID) string { return "skel:cmds:" + id.String() }
+
+// skeletonCommand is what the handler publishes and the worker reads.
+type skeletonCommand struct {
+	ID      uuid.UUID `json:"id"`
+	Session uuid.UUID `json:"session"`
+	Content string    `json:"content"`
+}
+
+// startSkeleton starts the skeleton on st's servers with sessions rows.
+// With relay, the steering messages go on to Redis, read by one reader
+// per session as the sidecar; without, they stay on SKEL_SIDECAR as the
+// events of a command nobody is sent do.
+func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *skeleton {
+	// Its own context ends first when the benchmark does, so that what its
+	// goroutines still do then is not reported as a failure.
+	ctx, cancel := context.WithCancel(st.ctx)
+	s := &skeleton{nc: st.nc, js: st.js, token: st.token, own: &st.own, inbox: st.nc.NewRespInbox(),
+		waiting: map[uuid.UUID]chan struct{}{}, got: make(chan delivery, 1024),
+		parser: jwt.NewParser(jwt.WithExpirationRequired(), jwt.WithValidMethods([]string{"HS256"}))}
+	if relay {
+		s.marks = map[int]*skeletonMarks{}
+	}
+
+	// Its streams copy the config of the ones they stand for, so storage,
+	// sync and deduplication are the same.
+	for _, c := range [][3]string{{skeletonCommands, "AGENTS_COMMANDS", "skel.cmd.>"}, {skeletonSidecar, "AGENTS_SIDECAR_COMMANDS", "skel.sidecar.>"}} {
+		ours, err := st.js.Stream(ctx, c[1])
+		require.NoError(b, err)
+		cfg := ours.CachedInfo().Config
+		cfg.Name, cfg.Subjects, cfg.Description, cfg.Metadata = c[0], []string{c[2]}, "benchmark skeleton", nil
+		require.Equal(b, jetstream.FileStorage, cfg.Storage)
+		_, err = st.js.CreateOrUpdateStream(ctx, cfg)
+		require.NoError(b, err)
+	}
+
+	// A tiny table per the aggregate and the outbox, in the stack's database.
+	var err error
+	s.pool, err = pgxpool.New(ctx, st.dbURL+fmt.Sprintf("%spool_max_conns=%d", sep(st.dbURL), skeletonConcurrency+1))
+	require.NoError(b, err)
+	b.Cleanup(s.pool.Close)
+	_, err = s.pool.Exec(ctx, `
+		CREATE TABLE IF NOT EXISTS skel_session (id uuid PRIMARY KEY, version bigint NOT NULL, doc jsonb NOT NULL);
+		CREATE TABLE IF NOT EXISTS skel_outbox (id uuid PRIMARY KEY, subject text NOT NULL, payload jsonb NOT NULL)`)
+	require.NoError(b, err)
+	for range sessions {
+		id := uuid.New()
+		_, err := s.pool.Exec(ctx, `INSERT INTO skel_session VALUES ($1, 0, '{}')`, id)
+		require.NoError(b, err)
+		s.ids = append(s.ids, id)
+	}
+
+	sub, err := st.nc.Subscribe(s.inbox+".*", func(m *nats.Msg) {
+		id, err := uuid.Parse(m.Subject[len(s.inbox)+1:])
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		ch := s.waiting[id]
+		s.mu.Unlock()
+		select {
+		case ch <- struct{}{}:
+		default: // a reply already arrived, or nobody waits
+		}
+	})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	s.consume(b, ctx, skeletonCommands, s.work)
+	s.rdb = redis.NewClient(st.rdb.Options())
+	b.Cleanup(func() { _ = s.rdb.Close() })
+	if relay {
+		s.consume(b, ctx, skeletonSidecar, s.relay)
+		for _, id := range s.ids {
+			s.read(ctx, id)
+		}
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /skeleton/sessions/{id}/messages", s.post)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	s.base = "http://" + ln.Addr().String()
+	b.Cleanup(cancel)
+	return s
+}
+
+func sep(url string) string {
+	if strings.Contains(url, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// post is the api's handler: check the token, publish the command, answer
+// 201 once the worker replied.
+func (s *skeleton) post(w http.ResponseWriter, r *http.Request) {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		http.Error(w, "no token", http.StatusUnauthorized)
+		return
+	}
+	var claims jwt.RegisteredClaims
+	if _, err := s.parser.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return []byte(runtimeSecret), nil }); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	session, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	var in struct {
+		Content string `json:"content"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	cmd := skeletonCommand{ID: uuid.New(), Session: session, Content: in.Content}
+	body, _ := json.Marshal(cmd)
+	done := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.waiting[cmd.ID] = done
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, cmd.ID)
+		s.mu.Unlock()
+	}()
+	n := itemNumber(in.Content)
+	s.mark(n, func(m *skeletonMarks) { m.command = time.Now() })
+	msg := &nats.Msg{Subject: "skel.cmd.queue.enqueue_message", Data: body, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
+	msg.Header.Set("Reply-To", s.inbox+"."+cmd.ID.String())
+	if _, err := s.js.PublishMsg(r.Context(), msg); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.mark(n, func(m *skeletonMarks) { m.commandStored = time.Now() })
+	select {
+	case <-done:
+	case <-time.After(wait):
+		http.Error(w, "no reply", http.StatusGatewayTimeout)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte(`{"commandId":"` + cmd.ID.String() + `"}`))
+}
+
+// consume runs handle on every message of a durable pull consumer of
+// stream, from skeletonConcurrency goroutines taking their next message
+// themselves, as bus.Run does for a consumer without an order key.
+func (s *skeleton) consume(b *testing.B, ctx context.Context, stream string, handle func(context.Context, jetstream.Msg) error) {
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: "skeleton", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second})
+	require.NoError(b, err)
+	it, err := cons.Messages(jetstream.PullMaxMessages(max(16, 2*skeletonConcurrency)), jetstream.PullHeartbeat(5*time.Second))
+	require.NoError(b, err)
+	b.Cleanup(it.Stop)
+	for range skeletonConcurrency {
+		go func() {
+			for {
+				m, err := it.Next()
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						return
+					}
+					continue
+				}
+				if err := handle(ctx, m); err != nil {
+					if ctx.Err() == nil {
+						b.Errorf("skeleton %s: %v", stream, err)
+					}
+					_ = m.Nak()
+					continue
+				}
+				_ = m.Ack()
+			}
+		}()
+	}
+}
+
+// work is the commands worker: the transaction, the reply, the steering
+// message.
+func (s *skeleton) work(ctx context.Context, m jetstream.Msg) error {
+	var cmd skeletonCommand
+	if err := json.Unmarshal(m.Data(), &cmd); err != nil {
+		return err
+	}
+	n := itemNumber(cmd.Content)
+	s.mark(n, func(h *skeletonMarks) { h.commandDelivered = time.Now() })
+	steering, _ := json.Marshal(map[string]any{"type": "steering_message", "message_id": cmd.ID, "content": cmd.Content})
+	if err := s.transaction(ctx, cmd, steering); err != nil {
+		return err
+	}
+	s.mark(n, func(h *skeletonMarks) { h.committed = time.Now() })
+	if err := s.nc.Publish(m.Headers().Get("Reply-To"), nil); err != nil {
+		return err
+	}
+	now := time.Now()
+	s.mark(n, func(h *skeletonMarks) { h.reply, h.sidecar, h.event = now, now, now })
+	msg := &nats.Msg{Subject: "skel.sidecar." + cmd.Session.String() + ".commands.steering_message", Data: steering, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
+	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+		return err
+	}
+	s.mark(n, func(h *skeletonMarks) { h.sidecarStored = time.Now() })
+	return nil
+}
+
+// transaction has the round trips of a command's transaction in ours
+// (postgres.InTx with QueueCommit): BEGIN goes with the load, the writes
+// with COMMIT.
+func (s *skeleton) transaction(ctx context.Context, cmd skeletonCommand, event []byte) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	load := &pgx.Batch{}
+	load.Queue("BEGIN")
+	var version int64
+	load.Queue(`SELECT version FROM skel_session WHERE id = $1`, cmd.Session).QueryRow(func(r pgx.Row) error { return r.Scan(&version) })
+	if err := conn.SendBatch(ctx, load).Close(); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return err
+	}
+	save := &pgx.Batch{}
+	save.Queue(`UPDATE skel_session SET version = $2, doc = $3 WHERE id = $1`, cmd.Session, version+1, event)
+	save.Queue(`INSERT INTO skel_outbox VALUES ($1, $2, $3)`, cmd.ID, "skel.sidecar", event)
+	save.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, save).Close(); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		return err
+	}
+	return nil
+}
+
+// relay writes a steering message to its session's Redis stream.
+func (s *skeleton) relay(ctx context.Context, m jetstream.Msg) error {
+	var e struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(m.Data(), &e)
+	s.mark(itemNumber(e.Content), func(h *skeletonMarks) { h.sidecarDelivered = time.Now() })
+	session := strings.Split(m.Subject(), ".")[2]
+	s.own.Add(1)
+	return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: "skel:cmds:" + session, Values: []any{
+		"type", "steering_message", "data", string(m.Data())}}).Err()
+}
+
+// read plays a session's sidecar: XREAD blocked on its stream.
+func (s *skeleton) read(ctx context.Context, id uuid.UUID) {
+	go func() {
+		last := "$"
+		for ctx.Err() == nil {
+			s.own.Add(1)
+			res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{skeletonStreamKey(id), last}, Block: time.Second}).Result()
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			for _, e := range res[0].Messages {
+				last = e.ID
+				var m struct {
+					Content string `json:"content"`
+				}
+				data, _ := e.Values["data"].(string)
+				_ = json.Unmarshal([]byte(data), &m)
+				if n := itemNumber(m.Content); n >= 0 {
+					var posted time.Time
+					s.mark(n, func(h *skeletonMarks) { h.redis, posted = now, h.posted })
+					s.got <- delivery{n: n, at: now.Sub(posted)}
+				}
+			}
+		}
+	}()
+}
+
+// mark sets stages of message n when tracing.
+func (s *skeleton) mark(n int, set func(*skeletonMarks)) {
+	if n < 0 || s.marks == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.marks[n]
+	if h == nil {
+		h = &skeletonMarks{}
+		s.marks[n] = h
+	}
+	set(h)
+}
+
+// take returns and forgets the marks of message n.
+func (s *skeleton) take(n int) skeletonMarks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.marks[n]
+	delete(s.marks, n)
+	if h == nil {
+		return skeletonMarks{}
+	}
+	return *h
+}
+
+// request is the POST of one message to session i.
+func (s *skeleton) request(i int, content string) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, s.base+"/skeleton/sessions/"+s.ids[i%len(s.ids)].String()+"/messages",
+		strings.NewReader(fmt.Sprintf(`{"content":%q,"priority":"Immediate"}`, content)))
+	r.Header.Set("Authorization", "Bearer "+s.token)
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// steer posts one message to session i, as steeringStack.steer does to
+// ours, and returns its marks and its latency to the reader.
+func (s *skeleton) steer(b *testing.B, i int) (skeletonMarks, time.Duration) {
+	n := int(s.next.Add(1))
+	s.mark(n, func(h *skeletonMarks) { h.posted = time.Now() })
+	resp, err := http.DefaultClient.Do(s.request(i, fmt.Sprintf("Steer n=%d", n)))
+	require.NoError(b, err)
+	resp.Body.Close()
+	require.Equal(b, http.StatusCreated, resp.StatusCode)
+	for {
+		select {
+		case d := <-s.got:
+			if d.n == n {
+				return s.take(n), d.at
+			}
+		case <-time.After(2 * wait):
+			b.Fatalf("skeleton message %d never reached its reader", n)
+		}
+	}
+}
+
+// measureSkeleton steers b.N messages through the skeleton, one at a time
+// as ours, after a warm-up of one per session, and stores its latency and
+// the p50 of its hops in row.
+func measureSkeleton(b *testing.B, s *skeleton, row *steeringRow) {
+	for i := range s.ids {
+		s.steer(b, i)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	var hops [hopCount][]time.Duration
+	var parts [partCount][]time.Duration
+	var tx []time.Duration
+	for i := range b.N {
+		m, d := s.steer(b, i)
+		lat = append(lat, d)
+		if h, ok := m.hops(); ok {
+			for i := range hopCount {
+				hops[i] = append(hops[i], h[i])
+			}
+		}
+		if p, ok := m.parts(); ok {
+			for i, d := range p {
+				parts[i] = append(parts[i], d)
+			}
+		}
+		if !m.committed.IsZero() && !m.commandDelivered.IsZero() {
+			tx = append(tx, m.committed.Sub(m.commandDelivered))
+		}
+	}
+	row.skel50, row.skel99, row.skelMax = quantiles(lat)
+	report := func(name string, d []time.Duration) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		p50, p99, _ := quantiles(d)
+		b.ReportMetric(p50, "skel-"+name+"-p50-ms")
+		b.ReportMetric(p99, "skel-"+name+"-p99-ms")
+		return p50
+	}
+	for i := range hopCount {
+		row.skelHop50[i] = report(hopNames[i], hops[i])
+	}
+	for i := range partCount {
+		row.skelPart50[i] = report(partNames[i], parts[i])
+	}
+	row.skelTx50 = report("tx", tx)
+}
+
+// writeSkeletonTable writes ours beside the skeleton, row by row, and the
+// p50 of each hop of both with their ratio.
+func writeSkeletonTable(out io.Writer, rows []steeringRow) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(out, "steering beside its skeleton (bare library calls, same servers, same run), ms:")
+	fmt.Fprintln(w, "row\tours p50\tp99\tmax\tskeleton p50\tp99\tmax\tours/skeleton p50\tp99\t")
+	for _, r := range rows {
+		name := fmt.Sprintf("sessions=%d history=%d", r.sessions, r.history)
+		if r.held {
+			name += " held-tx"
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f×\t%.1f×\t\n",
+			name, r.p50, r.p99, r.max, r.skel50, r.skel99, r.skelMax, r.p50/r.skel50, r.p99/r.skel99)
+	}
+	_ = w.Flush()
+	fmt.Fprintln(out, "hop p50, ours / skeleton (ms) and ratio:")
+	fmt.Fprint(w, "row\t")
+	for _, n := range hopNames[:hopCount] {
+		fmt.Fprintf(w, "%s\t", n)
+	}
+	for _, n := range partNames {
+		fmt.Fprintf(w, "%s\t", n)
+	}
+	fmt.Fprintln(w, "skeleton tx\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "sessions=%d history=%d held=%v\t", r.sessions, r.history, r.held)
+		cell := func(ours, skel float64) {
+			if skel < 0.01 { // the skeleton's send is nothing: it replies, then publishes
+				fmt.Fprintf(w, "%.2f/%.2f\t", ours, skel)
+				return
+			}
+			fmt.Fprintf(w, "%.2f/%.2f %.1f×\t", ours, skel, ours/skel)
+		}
+		for i := range hopCount {
+			cell(r.hop50[i], r.skelHop50[i])
+		}
+		for i := range partCount {
+			cell(r.part50[i], r.skelPart50[i])
+		}
+		fmt.Fprintf(w, "%.2f\t\n", r.skelTx50)
+	}
+	_ = w.Flush()
+}
