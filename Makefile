@@ -128,6 +128,7 @@ bench: deps
 	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \
 	  $(GO) test -run '^$$' -bench '^BenchmarkSteering$$' -benchtime $(STEERING_SAMPLES)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	@echo; echo "benchmark table:"; grep -E '^(Benchmark|ok|pkg)' bench.out | column -t
+	@echo; awk '/beside (its|the) skeleton/ {p = 1} /^(PASS|ok|Benchmark|steering plot)/ {p = 0} p' bench.out
 
 ## ui: rebuild the dashboard (ui/dist, embedded in the binary) from ui/web with npm, its client types generated from the OpenAPI document
 ui:
