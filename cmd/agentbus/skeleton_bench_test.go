@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/internal/testenv"
 )
 
 // skeleton is the pipeline a steering message takes through `up`, built
@@ -119,9 +121,12 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 		require.NoError(b, err)
 	}
 
-	// A tiny table per the aggregate and the outbox, in the stack's database.
+	// A tiny table for the aggregate and one for the outbox, in a database
+	// of its own on the stack's Postgres server: the server's disk and WAL
+	// are shared, the stack's counts of transactions and rows are not.
+	dbURL := testenv.PostgresURL(b)
 	var err error
-	s.pool, err = pgxpool.New(ctx, st.dbURL+fmt.Sprintf("%spool_max_conns=%d", sep(st.dbURL), skeletonConcurrency+1))
+	s.pool, err = pgxpool.New(ctx, dbURL+fmt.Sprintf("%spool_max_conns=%d", sep(dbURL), skeletonConcurrency+1))
 	require.NoError(b, err)
 	b.Cleanup(s.pool.Close)
 	_, err = s.pool.Exec(ctx, `
@@ -424,35 +429,48 @@ func (s *skeleton) steer(b *testing.B, i int) (skeletonMarks, time.Duration) {
 	}
 }
 
-// measureSkeleton steers b.N messages through the skeleton, one at a time
-// as ours, after a warm-up of one per session, and stores its latency and
-// the p50 of its hops in row.
-func measureSkeleton(b *testing.B, s *skeleton, row *steeringRow) {
+// measure steers b.N messages through the skeleton, one at a time as
+// ours, after a warm-up of one per session, and reports them in row.
+func (s *skeleton) measure(b *testing.B, row *steeringRow) {
 	for i := range s.ids {
 		s.steer(b, i)
 	}
-	lat := make([]time.Duration, 0, b.N)
-	var hops [hopCount][]time.Duration
-	var parts [partCount][]time.Duration
-	var tx []time.Duration
+	var c skeletonSamples
 	for i := range b.N {
-		m, d := s.steer(b, i)
-		lat = append(lat, d)
-		if h, ok := m.hops(); ok {
-			for i := range hopCount {
-				hops[i] = append(hops[i], h[i])
-			}
-		}
-		if p, ok := m.parts(); ok {
-			for i, d := range p {
-				parts[i] = append(parts[i], d)
-			}
-		}
-		if !m.committed.IsZero() && !m.commandDelivered.IsZero() {
-			tx = append(tx, m.committed.Sub(m.commandDelivered))
+		c.add(s.steer(b, i))
+	}
+	c.report(b, row)
+}
+
+// skeletonSamples collects the skeleton's latencies and hops of a row.
+type skeletonSamples struct {
+	lat   []time.Duration
+	hops  [hopCount][]time.Duration
+	parts [partCount][]time.Duration
+	tx    []time.Duration
+}
+
+func (c *skeletonSamples) add(m skeletonMarks, d time.Duration) {
+	c.lat = append(c.lat, d)
+	if h, ok := m.hops(); ok {
+		for i := range hopCount {
+			c.hops[i] = append(c.hops[i], h[i])
 		}
 	}
-	row.skel50, row.skel99, row.skelMax = quantiles(lat)
+	if p, ok := m.parts(); ok {
+		for i, d := range p {
+			c.parts[i] = append(c.parts[i], d)
+		}
+	}
+	if !m.committed.IsZero() && !m.commandDelivered.IsZero() {
+		c.tx = append(c.tx, m.committed.Sub(m.commandDelivered))
+	}
+}
+
+// report reports the skeleton's p50/p99 and those of its hops, and stores
+// its latency and the p50 of its hops in row.
+func (c *skeletonSamples) report(b *testing.B, row *steeringRow) {
+	row.skel50, row.skel99, row.skelMax = quantiles(c.lat)
 	report := func(name string, d []time.Duration) float64 {
 		if len(d) == 0 {
 			return 0
@@ -463,12 +481,12 @@ func measureSkeleton(b *testing.B, s *skeleton, row *steeringRow) {
 		return p50
 	}
 	for i := range hopCount {
-		row.skelHop50[i] = report(hopNames[i], hops[i])
+		row.skelHop50[i] = report(hopNames[i], c.hops[i])
 	}
 	for i := range partCount {
-		row.skelPart50[i] = report(partNames[i], parts[i])
+		row.skelPart50[i] = report(partNames[i], c.parts[i])
 	}
-	row.skelTx50 = report("tx", tx)
+	row.skelTx50 = report("tx", c.tx)
 }
 
 // writeSkeletonTable writes ours beside the skeleton, row by row, and the
