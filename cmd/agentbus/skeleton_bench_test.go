@@ -76,7 +76,7 @@ type skeletonMarks struct {
 	committed time.Time
 }
 
-// The skeleton's streams, subjects and Redis keys.
+// The skeleton's streams and how many messages its consumers take at once.
 const (
 	skeletonCommands = "SKEL_COMMANDS"
 	skeletonSidecar  = "SKEL_SIDECAR"
@@ -85,7 +85,9 @@ const (
 	skeletonConcurrency = defaultCommandsConcurrency
 )
 
-func skeletonStreamKey(id uuid.UUID) string { return "skel:cmds:" + id.String() }
+// skeletonStreamKey is the Redis stream of a session, as
+// relay.CommandsKey is ours.
+func skeletonStreamKey(session string) string { return "skel:cmds:" + session }
 
 // skeletonCommand is what the handler publishes and the worker reads.
 type skeletonCommand struct {
@@ -340,7 +342,7 @@ func (s *skeleton) relay(ctx context.Context, m jetstream.Msg) error {
 	s.mark(itemNumber(e.Content), func(h *skeletonMarks) { h.sidecarDelivered = time.Now() })
 	session := strings.Split(m.Subject(), ".")[2]
 	s.own.Add(1)
-	return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: "skel:cmds:" + session, Values: []any{
+	return s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: skeletonStreamKey(session), Values: []any{
 		"type", "steering_message", "data", string(m.Data())}}).Err()
 }
 
@@ -350,7 +352,7 @@ func (s *skeleton) read(ctx context.Context, id uuid.UUID) {
 		last := "$"
 		for ctx.Err() == nil {
 			s.own.Add(1)
-			res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{skeletonStreamKey(id), last}, Block: time.Second}).Result()
+			res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{skeletonStreamKey(id.String()), last}, Block: time.Second}).Result()
 			if err != nil {
 				continue
 			}
