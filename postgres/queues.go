@@ -83,6 +83,27 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
 	return sq, nil
 }
 
+// HoldStatus lets tx commit only while the session still has status, the
+// one its queue was loaded with (Load reads it without a lock), and keeps
+// it so until tx ends: the check takes the session's row FOR SHARE, so a
+// status change waits for tx's commit, and one committed since the load
+// fails tx as a version conflict (the command is then tried on the new
+// status). An enqueued message's event then names the status the session
+// had when the message joined its queue, and whoever changes that status
+// reads a queue that holds the message: a reaction may trust the event.
+//
+// In a DeferredOutboxTx the check waits for Flush, the transaction's last
+// round trip: the commands worker holds its aggregates' gates by then, so
+// a session command, which takes the same gate before it writes the
+// session, never waits for this lock while holding what this transaction
+// needs next.
+func (Queues) HoldStatus(ctx context.Context, tx pgx.Tx, sessionID uuid.UUID, status domain.SessionStatus) error {
+	return versionConflictFrom(execOrDefer(ctx, tx, `
+SELECT version_conflict('sessions', $1::uuid::text)
+ WHERE NOT EXISTS (SELECT FROM sessions WHERE id = $1 AND status = $2 FOR SHARE)`,
+		[]any{sessionID, string(status)}, nil))
+}
+
 // Update loads the queue, lets change modify it, and saves it with its events.
 func (r Queues) Update(ctx context.Context, tx pgx.Tx, sessionID, ownerID uuid.UUID, change func(*domain.SessionMessageQueue) error) (*domain.SessionMessageQueue, error) {
 	q, err := r.Get(ctx, tx, sessionID, ownerID)

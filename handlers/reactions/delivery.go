@@ -68,11 +68,14 @@ func sessionKey(m jetstream.Msg) string {
 // A message is always sent under the same command id, so one sent before
 // is not written to the sidecar twice.
 //
-// An Immediate message enqueued while the session ran is steering, the
-// case that must be fast: its event carries the message and the status,
-// and it is sent from the event alone. Every other trigger reads the
-// session's status and queue (one round trip) and sends what the status
-// takes, Immediate first.
+// An enqueued message's event carries the message and the status the
+// session had when it committed, which the session keeps until then (see
+// postgres.Queues.HoldStatus): an Immediate message enqueued while the
+// session ran is steering, the case that must be fast, and it is sent from
+// the event alone; a message that status does not take is left to the
+// status change that will take it, which reads the queue after this
+// message joined it. Every other trigger reads the session's status and
+// queue (one round trip) and sends what the status takes, Immediate first.
 func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
@@ -82,8 +85,13 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if ev, ok := steering(env); ok {
-		return deliver(ctx, d.JS, id, ev.OwnerID, domain.SessionMessage{MessageID: ev.MessageID, Content: ev.Content, Priority: ev.Priority})
+	if ev, ok := enqueued(env); ok {
+		if isSteering(ev) {
+			return deliver(ctx, d.JS, id, ev.OwnerID, domain.SessionMessage{MessageID: ev.MessageID, Content: ev.Content, Priority: ev.Priority})
+		}
+		if ev.SessionStatus != "" && !domain.DeliverableIn(ev.SessionStatus, ev.Priority) {
+			return nil
+		}
 	}
 	sq, err := postgres.Queues{}.Load(ctx, d.DB, id, uuid.Nil)
 	if err != nil {
@@ -100,17 +108,21 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	return nil
 }
 
-// steering returns the enqueued message of env when it steers a running
-// session. An event without the message (or the status it met) is not
-// one: the queue is read instead.
-func steering(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
+// enqueued returns the event of env when it is a message_enqueued.
+func enqueued(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
 	var ev domain.MessageEnqueuedEvent
 	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || json.Unmarshal(env.Data, &ev) != nil {
 		return ev, false
 	}
-	ok := ev.SessionStatus == domain.StatusRunning && ev.Priority == domain.PriorityImmediate &&
+	return ev, true
+}
+
+// isSteering reports whether an enqueued message steers a running
+// session. An event without the message (or the status it met) does not:
+// the queue is read instead.
+func isSteering(ev domain.MessageEnqueuedEvent) bool {
+	return ev.SessionStatus == domain.StatusRunning && ev.Priority == domain.PriorityImmediate &&
 		ev.Content != "" && ev.MessageID != uuid.Nil && ev.OwnerID != uuid.Nil
-	return ev, ok
 }
 
 // deliver sends one message to the session's sidecar.
@@ -146,8 +158,8 @@ func SteeringAlong(ctx context.Context, ev outbox.Message) []*nats.Msg {
 	if err != nil {
 		return nil
 	}
-	e, ok := steering(env)
-	if !ok {
+	e, ok := enqueued(env)
+	if !ok || !isSteering(e) {
 		return nil
 	}
 	msg, err := sidecarMsg(ctx, env.AggregateID, e.OwnerID.String(), deliveryID(e.MessageID), protocol.CommandSteeringMessage,
