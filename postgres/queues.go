@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -69,7 +71,7 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
 	snap := domain.SessionMessageQueueSnapshot{SessionID: sessionID, OwnerID: sq.OwnerID}
 	if version != nil {
 		var doc queueDoc
-		if err := json.Unmarshal(raw, &doc); err != nil {
+		if err := jsonv1.Unmarshal(raw, &doc); err != nil {
 			return SessionQueue{}, fmt.Errorf("message_queues %s: stored document unreadable: %w", sessionID, err)
 		}
 		snap.Messages, snap.NextSequence, snap.Version = doc.Messages, doc.NextSequence, *version

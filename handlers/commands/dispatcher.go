@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -110,7 +112,7 @@ const maxConflictRetries = 20
 // command has a result (success or refusal), so the message is acked.
 func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 	var cmd command.Command
-	if err := json.Unmarshal(msg.Data(), &cmd); err != nil {
+	if err := jsonv1.Unmarshal(msg.Data(), &cmd); err != nil {
 		return bus.Permanent(fmt.Errorf("malformed command on %s: %w", msg.Subject(), err))
 	}
 	result, secret, events, err := d.run(ctx, cmd)

@@ -2,7 +2,8 @@ package reactions
 
 import (
 	"context"
-	"encoding/json"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -111,7 +112,7 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 // enqueued returns the event of env when it is a message_enqueued.
 func enqueued(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
 	var ev domain.MessageEnqueuedEvent
-	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || json.Unmarshal(env.Data, &ev) != nil {
+	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || jsonv1.Unmarshal(env.Data, &ev) != nil {
 		return ev, false
 	}
 	return ev, true
