@@ -2,6 +2,7 @@ package reactions
 
 import (
 	"context"
+	"strings"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
@@ -56,13 +57,36 @@ func (d Delivery) Run(ctx context.Context) error {
 	})
 }
 
-// sessionKey orders the events of one session, whichever its aggregate.
+// sessionKey orders the events of one session, whichever its aggregate:
+// a session's events and its queue's name the session's id in their
+// subject (bus.EventSubject), so the key is read there, without decoding
+// the event; the envelope is decoded only for a subject of another form.
 func sessionKey(m jetstream.Msg) string {
+	if id, ok := eventSubjectID(m.Subject()); ok {
+		return id
+	}
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
 		return m.Subject()
 	}
 	return env.AggregateID
+}
+
+// eventSubjectID returns the aggregate id of agents.evt.<aggregate>.<id>.<event>.
+func eventSubjectID(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "agents.evt.")
+	if !ok {
+		return "", false
+	}
+	_, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	id, event, ok := strings.Cut(rest, ".")
+	if !ok || id == "" || event == "" || strings.Contains(event, ".") {
+		return "", false
+	}
+	return id, true
 }
 
 // Handle sends every pending message the session's current status takes.
