@@ -48,6 +48,26 @@ type SessionQueue struct {
 // status (see SessionMessageQueue.Recall). A session that does not exist
 // is ErrNotFound.
 func (Queues) Load(ctx context.Context, q Querier, sessionID, message uuid.UUID) (SessionQueue, error) {
+	return loadQueue(ctx, q, sessionID, message, "")
+}
+
+// LoadHolding is Load for a transaction whose changes to the queue say
+// what status the session had: it also takes the session's row FOR SHARE,
+// so the session keeps that status until tx ends. A status change waits
+// for tx's commit, and reads a queue that holds what tx wrote; one that
+// was not committed yet when tx read is waited for, and tx reads the
+// status it left. An enqueued message's event then names the status the
+// session had when the message joined its queue, and a reaction may trust
+// it.
+//
+// The lock is taken before any other of tx, and the session's writers
+// (Sessions.Save) lock its row as they write it, before the commands
+// worker's gates: neither holds a gate while it waits for the other.
+func (Queues) LoadHolding(ctx context.Context, tx pgx.Tx, sessionID, message uuid.UUID) (SessionQueue, error) {
+	return loadQueue(ctx, tx, sessionID, message, "\n   FOR SHARE OF s")
+}
+
+func loadQueue(ctx context.Context, q Querier, sessionID, message uuid.UUID, lock string) (SessionQueue, error) {
 	var (
 		sq      SessionQueue
 		status  string
@@ -60,7 +80,7 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
   FROM sessions s
   LEFT JOIN message_queues q ON q.session_id = s.id
   LEFT JOIN message_history h ON h.message_id = $2 AND h.session_id = s.id
- WHERE s.id = $1`, sessionID, message).Scan(&sq.OwnerID, &status, &raw, &version, &settled)
+ WHERE s.id = $1`+lock, sessionID, message).Scan(&sq.OwnerID, &status, &raw, &version, &settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionQueue{}, fmt.Errorf("sessions %s: %w", sessionID, ErrNotFound)
 	}
@@ -83,27 +103,6 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
 		sq.Queue.Recall(message, domain.MessageStatus(*settled))
 	}
 	return sq, nil
-}
-
-// HoldStatus lets tx commit only while the session still has status, the
-// one its queue was loaded with (Load reads it without a lock), and keeps
-// it so until tx ends: the check takes the session's row FOR SHARE, so a
-// status change waits for tx's commit, and one committed since the load
-// fails tx as a version conflict (the command is then tried on the new
-// status). An enqueued message's event then names the status the session
-// had when the message joined its queue, and whoever changes that status
-// reads a queue that holds the message: a reaction may trust the event.
-//
-// In a DeferredOutboxTx the check waits for Flush, the transaction's last
-// round trip: the commands worker holds its aggregates' gates by then, so
-// a session command, which takes the same gate before it writes the
-// session, never waits for this lock while holding what this transaction
-// needs next.
-func (Queues) HoldStatus(ctx context.Context, tx pgx.Tx, sessionID uuid.UUID, status domain.SessionStatus) error {
-	return versionConflictFrom(execOrDefer(ctx, tx, `
-SELECT version_conflict('sessions', $1::uuid::text)
- WHERE NOT EXISTS (SELECT FROM sessions WHERE id = $1 AND status = $2 FOR SHARE)`,
-		[]any{sessionID, string(status)}, nil))
 }
 
 // Update loads the queue, lets change modify it, and saves it with its events.

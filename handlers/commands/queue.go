@@ -19,15 +19,20 @@ var queues postgres.Queues
 // current status, which decides what may be enqueued. The session's owner
 // and status, the queue and what became of that message if it already
 // left the queue are read in one round trip. An operation whose events
-// carry that status (byStatus) commits only while the session still has it
-// (see Queues.HoldStatus).
+// carry that status (byStatus) keeps the session in it until it commits
+// (see Queues.LoadHolding).
 func onQueue[T any](now Clock, message func(T) uuid.UUID, byStatus bool, apply func(q *domain.SessionMessageQueue, in T, status domain.SessionStatus, at time.Time) error) Handler {
 	return func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
 		in, err := decode[T](cmd)
 		if err != nil {
 			return nil, err
 		}
-		sq, err := queues.Load(ctx, tx, cmd.AggregateID, message(in))
+		var sq postgres.SessionQueue
+		if byStatus {
+			sq, err = queues.LoadHolding(ctx, tx, cmd.AggregateID, message(in))
+		} else {
+			sq, err = queues.Load(ctx, tx, cmd.AggregateID, message(in))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -37,11 +42,6 @@ func onQueue[T any](now Clock, message func(T) uuid.UUID, byStatus bool, apply f
 		q := sq.Queue
 		if err := apply(q, in, sq.Status, now().UTC()); err != nil {
 			return nil, err
-		}
-		if byStatus {
-			if err := queues.HoldStatus(ctx, tx, q.SessionID(), sq.Status); err != nil {
-				return nil, err
-			}
 		}
 		if err := queues.Save(ctx, tx, q); err != nil {
 			return nil, err

@@ -176,13 +176,15 @@ func TestSteeringGoesAlongWithItsEvent(t *testing.T) {
 }
 
 // TestAMessageEnqueuedAsTheTurnEndsIsDelivered: a Queued message whose
-// enqueue read the session Running, while the turn's end commits before
-// the enqueue does, still reaches the sidecar once the session is Idle.
-// The test's own transaction creates the session's queue first and keeps
-// it uncommitted, so the enqueue waits in its insert, after it read the
-// status; meanwhile the turn ends, and the delivery reaction handles that
-// with a queue that does not hold the message yet. The event of the
-// enqueue must not claim Running then.
+// enqueue read the session Running, while the turn ends before the enqueue
+// commits, still reaches the sidecar once the session is Idle. The test's
+// own transaction creates the session's queue first and keeps it
+// uncommitted, so the enqueue waits in its insert, after it read the
+// status; meanwhile the turn ends. Were the turn's end to commit then, the
+// delivery reaction would handle it with a queue that does not hold the
+// message yet, and the enqueue's event would claim Running: the message
+// would wait for the next turn's end. The turn's end must wait for the
+// enqueue instead (or the enqueue must see Idle).
 func TestAMessageEnqueuedAsTheTurnEndsIsDelivered(t *testing.T) {
 	ctx := context.Background()
 	f := startFlow(t, 0)
@@ -217,10 +219,16 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO message_queues%' AND
 	}, 30*time.Second, 10*time.Millisecond, "the enqueue waits for the test's queue")
 
 	f.raw(t, id, "turn_completed", protocol.TurnCompleted{CostUSD: 0.1, TotalCostUSD: 0.1, DurationMS: 1000, NumTurns: 1})
-	f.waitStatus(t, id, domain.StatusIdle)
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := f.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE sessions%' AND pid <> pg_backend_pid()`).Scan(&waiting)
+		return (err == nil && waiting == 1) || f.status(t, id) == domain.StatusIdle
+	}, 30*time.Second, 10*time.Millisecond, "the turn's end commits or waits for the enqueue")
 	settled(t, f.js, reactions.DeliveryConsumer)
 	require.NoError(t, blocker.Rollback(ctx))
 	require.NoError(t, <-done)
+	f.waitStatus(t, id, domain.StatusIdle)
 
 	got := f.waitSidecarCommand(t, id, protocol.CommandSteeringMessage, 1)
 	var sent protocol.SteeringMessage
