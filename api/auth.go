@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/danielgtaylor/huma/v2"
@@ -121,6 +123,11 @@ func RequireSession(ctx context.Context, id uuid.UUID) error {
 type tokenVerifier struct {
 	keyfunc jwt.Keyfunc
 	parser  *jwt.Parser
+	// now is the parser's clock, which the verified tokens are held to.
+	now func() time.Time
+	// verified remembers the tokens a fixed secret verified (nil with a
+	// JWKS, whose keys may be withdrawn).
+	verified *verifiedTokens
 }
 
 // jwksMethods are the signing methods accepted from a JWKS: asymmetric only,
@@ -130,7 +137,11 @@ var jwksMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
 // newTokenVerifier builds the verifier cfg asks for. With a JWKS URL the
 // keys are fetched and refreshed in the background until ctx ends.
 func newTokenVerifier(ctx context.Context, cfg Config) (*tokenVerifier, error) {
-	opts := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(jwtLeeway)}
+	return newTokenVerifierAt(ctx, cfg, time.Now)
+}
+
+func newTokenVerifierAt(ctx context.Context, cfg Config, now func() time.Time) (*tokenVerifier, error) {
+	opts := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(jwtLeeway), jwt.WithTimeFunc(now)}
 	if cfg.JWTIssuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.JWTIssuer))
 	}
@@ -143,18 +154,25 @@ func newTokenVerifier(ctx context.Context, cfg Config) (*tokenVerifier, error) {
 			return nil, fmt.Errorf("api: jwks %s: %w", cfg.JWKSURL, err)
 		}
 		opts = append(opts, jwt.WithValidMethods(jwksMethods))
-		return &tokenVerifier{keyfunc: k.Keyfunc, parser: jwt.NewParser(opts...)}, nil
+		return &tokenVerifier{keyfunc: k.Keyfunc, parser: jwt.NewParser(opts...), now: now}, nil
 	}
 	secret := []byte(cfg.JWTSecret)
 	opts = append(opts, jwt.WithValidMethods([]string{"HS256"}))
 	return &tokenVerifier{
-		keyfunc: func(*jwt.Token) (any, error) { return secret, nil },
-		parser:  jwt.NewParser(opts...),
+		keyfunc:  func(*jwt.Token) (any, error) { return secret, nil },
+		parser:   jwt.NewParser(opts...),
+		now:      now,
+		verified: &verifiedTokens{byToken: map[string]verifiedToken{}},
 	}, nil
 }
 
 // verify returns the owner id (sub) of a valid token.
 func (v *tokenVerifier) verify(raw string) (string, error) {
+	if v.verified != nil {
+		if sub, ok := v.verified.lookup(raw, v.now()); ok {
+			return sub, nil
+		}
+	}
 	var claims jwt.RegisteredClaims
 	if _, err := v.parser.ParseWithClaims(raw, &claims, v.keyfunc); err != nil {
 		return "", err
@@ -162,7 +180,57 @@ func (v *tokenVerifier) verify(raw string) (string, error) {
 	if claims.Subject == "" {
 		return "", errors.New("token has no sub")
 	}
+	v.verified.remember(raw, claims)
 	return claims.Subject, nil
+}
+
+// maxVerifiedTokens bounds the tokens remembered; past it they are
+// forgotten together and verified again as they come back.
+const maxVerifiedTokens = 4096
+
+// verifiedTokens remembers the tokens a fixed secret verified, so a
+// client's next request with the same token skips the signature and the
+// decoding: with the same secret the same bytes verify the same way, and
+// only the times they carry are checked again, as the parser does (its
+// leeway included). Only verified tokens are kept, each under its own
+// bytes.
+type verifiedTokens struct {
+	mu      sync.RWMutex
+	byToken map[string]verifiedToken
+}
+
+type verifiedToken struct {
+	sub       string
+	expiresAt time.Time
+	notBefore time.Time // zero when the token has none
+}
+
+func (c *verifiedTokens) lookup(raw string, now time.Time) (string, bool) {
+	c.mu.RLock()
+	t, ok := c.byToken[raw]
+	c.mu.RUnlock()
+	if !ok || !now.Before(t.expiresAt.Add(jwtLeeway)) || (!t.notBefore.IsZero() && now.Add(jwtLeeway).Before(t.notBefore)) {
+		// An expired token is verified again, and refused with the
+		// parser's own reason.
+		return "", false
+	}
+	return t.sub, true
+}
+
+func (c *verifiedTokens) remember(raw string, claims jwt.RegisteredClaims) {
+	if c == nil || claims.ExpiresAt == nil {
+		return
+	}
+	t := verifiedToken{sub: claims.Subject, expiresAt: claims.ExpiresAt.Time}
+	if claims.NotBefore != nil {
+		t.notBefore = claims.NotBefore.Time
+	}
+	c.mu.Lock()
+	if len(c.byToken) >= maxVerifiedTokens {
+		clear(c.byToken)
+	}
+	c.byToken[raw] = t
+	c.mu.Unlock()
 }
 
 // authenticate is the middleware that enforces each operation's security

@@ -287,3 +287,41 @@ func TestConfigValidate(t *testing.T) {
 	_, err := New(Config{}, Deps{})
 	assert.Error(t, err, "no secret and no JWKS")
 }
+
+// TestAVerifiedTokenIsHeldToItsTimes: a token verified once is known
+// again without its signature checked, but only while its times allow it:
+// past its expiry (beyond the leeway), it is refused as the parser refuses
+// it; before its not-before, it is not accepted either.
+func TestAVerifiedTokenIsHeldToItsTimes(t *testing.T) {
+	t.Parallel()
+	clock := time.Now()
+	v, err := newTokenVerifierAt(context.Background(), Config{JWTSecret: testSecret}, func() time.Time { return clock })
+	require.NoError(t, err)
+	raw := func(claims jwt.MapClaims) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
+		require.NoError(t, err)
+		return tok
+	}
+	tok := raw(jwt.MapClaims{"sub": "erin", "exp": clock.Add(2 * time.Minute).Unix()})
+	for range 2 {
+		sub, err := v.verify(tok)
+		require.NoError(t, err)
+		assert.Equal(t, "erin", sub)
+	}
+	clock = clock.Add(2*time.Minute + jwtLeeway + time.Second)
+	_, err = v.verify(tok)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, jwt.ErrTokenExpired)
+
+	later := raw(jwt.MapClaims{"sub": "erin", "exp": clock.Add(time.Hour).Unix(), "nbf": clock.Add(10 * time.Minute).Unix()})
+	clock = clock.Add(11 * time.Minute)
+	_, err = v.verify(later)
+	require.NoError(t, err, "valid once its not-before passed")
+	clock = clock.Add(-11 * time.Minute)
+	_, err = v.verify(later)
+	assert.ErrorIs(t, err, jwt.ErrTokenNotValidYet, "the token known is still held to its not-before")
+
+	forged := tok[:len(tok)-2] + "xx"
+	_, err = v.verify(forged)
+	assert.Error(t, err, "only the very bytes verified are known")
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
@@ -102,7 +104,7 @@ func (s *Server) send(ctx context.Context, aggregate, name string, id uuid.UUID,
 // decodeState reads a command's resulting state.
 func decodeState[T any](raw json.RawMessage) (T, error) {
 	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := jsonv1.Unmarshal(raw, &v); err != nil {
 		return v, fmt.Errorf("api: decode command result: %w", err)
 	}
 	return v, nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/agentbus/agentbus/bus"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -50,7 +52,7 @@ func (c *Client) Close() error { return c.sub.Unsubscribe() }
 
 func (c *Client) deliver(m *nats.Msg) {
 	var r Result
-	if err := json.Unmarshal(m.Data, &r); err != nil {
+	if err := jsonv1.Unmarshal(m.Data, &r); err != nil {
 		return
 	}
 	c.mu.Lock()

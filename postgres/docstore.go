@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,7 +28,7 @@ func loadDoc(ctx context.Context, q Querier, table string, idColumn string, id u
 	if err != nil {
 		return 0, err
 	}
-	if err := json.Unmarshal(raw, into); err != nil {
+	if err := jsonv1.Unmarshal(raw, into); err != nil {
 		return 0, fmt.Errorf("%s %s: stored document unreadable: %w", table, id, err)
 	}
 	return version, nil

@@ -26,8 +26,14 @@ func QueueMarkProcessed(b *pgx.Batch, consumer, messageID string, result any) er
 	if err != nil {
 		return err
 	}
-	b.Queue(markProcessed, consumer, messageID, body)
+	QueueMarkProcessedJSON(b, consumer, messageID, body)
 	return nil
+}
+
+// QueueMarkProcessedJSON is QueueMarkProcessed with the result already
+// encoded as JSON, for a caller that sends the same bytes elsewhere too.
+func QueueMarkProcessedJSON(b *pgx.Batch, consumer, messageID string, result []byte) {
+	b.Queue(markProcessed, consumer, messageID, result)
 }
 
 const markProcessed = "INSERT INTO processed_messages (consumer, message_id, result) VALUES ($1, $2, $3)"

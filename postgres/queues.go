@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -46,6 +48,26 @@ type SessionQueue struct {
 // status (see SessionMessageQueue.Recall). A session that does not exist
 // is ErrNotFound.
 func (Queues) Load(ctx context.Context, q Querier, sessionID, message uuid.UUID) (SessionQueue, error) {
+	return loadQueue(ctx, q, sessionID, message, "")
+}
+
+// LoadHolding is Load for a transaction whose changes to the queue say
+// what status the session had: it also takes the session's row FOR SHARE,
+// so the session keeps that status until tx ends. A status change waits
+// for tx's commit, and reads a queue that holds what tx wrote; one that
+// was not committed yet when tx read is waited for, and tx reads the
+// status it left. An enqueued message's event then names the status the
+// session had when the message joined its queue, and a reaction may trust
+// it.
+//
+// The lock is taken before any other of tx, and the session's writers
+// (Sessions.Save) lock its row as they write it, before the commands
+// worker's gates: neither holds a gate while it waits for the other.
+func (Queues) LoadHolding(ctx context.Context, tx pgx.Tx, sessionID, message uuid.UUID) (SessionQueue, error) {
+	return loadQueue(ctx, tx, sessionID, message, "\n   FOR SHARE OF s")
+}
+
+func loadQueue(ctx context.Context, q Querier, sessionID, message uuid.UUID, lock string) (SessionQueue, error) {
 	var (
 		sq      SessionQueue
 		status  string
@@ -58,7 +80,7 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
   FROM sessions s
   LEFT JOIN message_queues q ON q.session_id = s.id
   LEFT JOIN message_history h ON h.message_id = $2 AND h.session_id = s.id
- WHERE s.id = $1`, sessionID, message).Scan(&sq.OwnerID, &status, &raw, &version, &settled)
+ WHERE s.id = $1`+lock, sessionID, message).Scan(&sq.OwnerID, &status, &raw, &version, &settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionQueue{}, fmt.Errorf("sessions %s: %w", sessionID, ErrNotFound)
 	}
@@ -69,7 +91,7 @@ SELECT s.owner_id, s.status, q.doc, q.version, h.status
 	snap := domain.SessionMessageQueueSnapshot{SessionID: sessionID, OwnerID: sq.OwnerID}
 	if version != nil {
 		var doc queueDoc
-		if err := json.Unmarshal(raw, &doc); err != nil {
+		if err := jsonv1.Unmarshal(raw, &doc); err != nil {
 			return SessionQueue{}, fmt.Errorf("message_queues %s: stored document unreadable: %w", sessionID, err)
 		}
 		snap.Messages, snap.NextSequence, snap.Version = doc.Messages, doc.NextSequence, *version

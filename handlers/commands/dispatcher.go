@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -110,17 +112,14 @@ const maxConflictRetries = 20
 // command has a result (success or refusal), so the message is acked.
 func (d *Dispatcher) Handle(ctx context.Context, msg jetstream.Msg) error {
 	var cmd command.Command
-	if err := json.Unmarshal(msg.Data(), &cmd); err != nil {
+	if err := jsonv1.Unmarshal(msg.Data(), &cmd); err != nil {
 		return bus.Permanent(fmt.Errorf("malformed command on %s: %w", msg.Subject(), err))
 	}
-	result, secret, events, err := d.run(ctx, cmd)
+	result, reply, events, err := d.run(ctx, cmd)
 	if err != nil {
 		return err
 	}
-	if secret != nil {
-		result.State = secret
-	}
-	d.reply(msg, result)
+	d.reply(msg, result, reply)
 	if events != nil {
 		d.forward(ctx, events)
 	}
@@ -181,7 +180,7 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 		return r, nil, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		result, secret, events, err := d.attempt(ctx, cmd, handler)
+		result, reply, events, err := d.attempt(ctx, cmd, handler)
 		if errors.Is(err, postgres.ErrVersionConflict) && attempt < maxConflictRetries {
 			// Jitter keeps contending writers of one aggregate from
 			// colliding again in lockstep.
@@ -199,12 +198,14 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 			}
 			return command.Result{}, nil, nil, err
 		}
-		return result, secret, events, nil
+		return result, reply, events, nil
 	}
 }
 
 // attempt runs the handler and records the result in one transaction, or
 // returns the result recorded by an earlier delivery of the same command.
+// With the result it returns the reply to send, encoded, when it has it
+// (the recorded result, or the one that shows the caller a secret).
 // With a forwarder, it returns the committed events to forward, their
 // gates held.
 //
@@ -215,7 +216,7 @@ func (d *Dispatcher) run(ctx context.Context, cmd command.Command) (command.Resu
 // earlier result is returned. The common case saves a round trip.
 func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler Handler) (command.Result, json.RawMessage, *committed, error) {
 	var result command.Result
-	var secret json.RawMessage
+	var reply json.RawMessage
 	var events *committed
 	err := postgres.InTx(ctx, d.pool, func(tx pgx.Tx) error {
 		deferred := postgres.DeferOutbox(tx)
@@ -224,6 +225,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 			return err
 		}
 		result = command.Result{CommandID: cmd.ID}
+		var secret json.RawMessage
 		if ws, ok := state.(WithSecret); ok {
 			if secret, err = json.Marshal(ws.Secret); err != nil {
 				return err
@@ -238,8 +240,17 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		// The events, the record of the result and the commit go in one
 		// round trip.
 		last := &pgx.Batch{}
-		if err := postgres.QueueMarkProcessed(last, Consumer, cmd.ID.String(), result); err != nil {
+		recorded, err := json.Marshal(result)
+		if err != nil {
 			return err
+		}
+		postgres.QueueMarkProcessedJSON(last, Consumer, cmd.ID.String(), recorded)
+		reply = recorded
+		if secret != nil {
+			// The secret is shown once, in the reply, and not recorded.
+			if reply, err = json.Marshal(command.Result{CommandID: cmd.ID, State: secret}); err != nil {
+				return err
+			}
 		}
 		postgres.QueueCommit(last)
 		if d.forwarder != nil && len(deferred.Pending()) > 0 {
@@ -278,7 +289,7 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 			return r, nil, nil, nil
 		}
 	}
-	return result, secret, events, err
+	return result, reply, events, err
 }
 
 // gates serialise the publication of the events of one aggregate within
@@ -350,14 +361,18 @@ func (d *Dispatcher) stored(ctx context.Context, cmd command.Command) (command.R
 	return result, err
 }
 
-func (d *Dispatcher) reply(msg jetstream.Msg, result command.Result) {
+// reply sends the command's result to the caller waiting for it: body when
+// the result is already encoded, result otherwise.
+func (d *Dispatcher) reply(msg jetstream.Msg, result command.Result, body []byte) {
 	to := msg.Headers().Get(command.ReplyHeader)
 	if to == "" {
 		return
 	}
-	body, err := json.Marshal(result)
-	if err != nil {
-		return
+	if body == nil {
+		var err error
+		if body, err = json.Marshal(result); err != nil {
+			return
+		}
 	}
 	// A lost reply loses nothing: the result is stored and the command
 	// applied; a waiting caller times out and can look the result up.

@@ -18,14 +18,21 @@ var queues postgres.Queues
 // Handler. The operation names one message, and sees the session's
 // current status, which decides what may be enqueued. The session's owner
 // and status, the queue and what became of that message if it already
-// left the queue are read in one round trip.
-func onQueue[T any](now Clock, message func(T) uuid.UUID, apply func(q *domain.SessionMessageQueue, in T, status domain.SessionStatus, at time.Time) error) Handler {
+// left the queue are read in one round trip. An operation whose events
+// carry that status (byStatus) keeps the session in it until it commits
+// (see Queues.LoadHolding).
+func onQueue[T any](now Clock, message func(T) uuid.UUID, byStatus bool, apply func(q *domain.SessionMessageQueue, in T, status domain.SessionStatus, at time.Time) error) Handler {
 	return func(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, error) {
 		in, err := decode[T](cmd)
 		if err != nil {
 			return nil, err
 		}
-		sq, err := queues.Load(ctx, tx, cmd.AggregateID, message(in))
+		var sq postgres.SessionQueue
+		if byStatus {
+			sq, err = queues.LoadHolding(ctx, tx, cmd.AggregateID, message(in))
+		} else {
+			sq, err = queues.Load(ctx, tx, cmd.AggregateID, message(in))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +54,7 @@ func registerQueue(d *Dispatcher, now Clock) {
 	reg := func(name string, h Handler) { d.Register(domain.AggregateQueue, name, h) }
 	enqueued := func(in command.EnqueueData) uuid.UUID { return in.MessageID }
 	named := func(in command.MessageData) uuid.UUID { return in.MessageID }
-	reg(command.EnqueueMessage, onQueue(now, enqueued, func(q *domain.SessionMessageQueue, in command.EnqueueData, status domain.SessionStatus, at time.Time) error {
+	reg(command.EnqueueMessage, onQueue(now, enqueued, true, func(q *domain.SessionMessageQueue, in command.EnqueueData, status domain.SessionStatus, at time.Time) error {
 		source := in.Source
 		if source == "" {
 			source = domain.MessageFromUser
@@ -55,13 +62,13 @@ func registerQueue(d *Dispatcher, now Clock) {
 		_, err := q.Enqueue(in.MessageID, in.Content, in.Priority, source, status, at)
 		return err
 	}))
-	reg(command.CancelMessage, onQueue(now, named, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
+	reg(command.CancelMessage, onQueue(now, named, false, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
 		return q.Cancel(in.MessageID, at)
 	}))
-	reg(command.PromoteMessage, onQueue(now, named, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
+	reg(command.PromoteMessage, onQueue(now, named, false, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
 		return q.Promote(in.MessageID, at)
 	}))
-	reg(command.MarkDelivered, onQueue(now, named, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
+	reg(command.MarkDelivered, onQueue(now, named, false, func(q *domain.SessionMessageQueue, in command.MessageData, _ domain.SessionStatus, at time.Time) error {
 		return q.MarkDelivered(in.MessageID, at)
 	}))
 }

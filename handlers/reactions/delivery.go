@@ -2,7 +2,9 @@ package reactions
 
 import (
 	"context"
-	"encoding/json"
+	"strings"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,8 +57,14 @@ func (d Delivery) Run(ctx context.Context) error {
 	})
 }
 
-// sessionKey orders the events of one session, whichever its aggregate.
+// sessionKey orders the events of one session, whichever its aggregate:
+// a session's events and its queue's name the session's id in their
+// subject (bus.EventSubject), so the key is read there, without decoding
+// the event; the envelope is decoded only for a subject of another form.
 func sessionKey(m jetstream.Msg) string {
+	if id, ok := eventSubjectID(m.Subject()); ok {
+		return id
+	}
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
 		return m.Subject()
@@ -64,15 +72,35 @@ func sessionKey(m jetstream.Msg) string {
 	return env.AggregateID
 }
 
+// eventSubjectID returns the aggregate id of agents.evt.<aggregate>.<id>.<event>.
+func eventSubjectID(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "agents.evt.")
+	if !ok {
+		return "", false
+	}
+	_, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	id, event, ok := strings.Cut(rest, ".")
+	if !ok || id == "" || event == "" || strings.Contains(event, ".") {
+		return "", false
+	}
+	return id, true
+}
+
 // Handle sends every pending message the session's current status takes.
 // A message is always sent under the same command id, so one sent before
 // is not written to the sidecar twice.
 //
-// An Immediate message enqueued while the session ran is steering, the
-// case that must be fast: its event carries the message and the status,
-// and it is sent from the event alone. Every other trigger reads the
-// session's status and queue (one round trip) and sends what the status
-// takes, Immediate first.
+// An enqueued message's event carries the message and the status the
+// session had when it committed, which the session keeps until then (see
+// postgres.Queues.HoldStatus): an Immediate message enqueued while the
+// session ran is steering, the case that must be fast, and it is sent from
+// the event alone; a message that status does not take is left to the
+// status change that will take it, which reads the queue after this
+// message joined it. Every other trigger reads the session's status and
+// queue (one round trip) and sends what the status takes, Immediate first.
 func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	env, err := bus.DecodeEnvelope(m.Data())
 	if err != nil {
@@ -82,8 +110,13 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if ev, ok := steering(env); ok {
-		return deliver(ctx, d.JS, id, ev.OwnerID, domain.SessionMessage{MessageID: ev.MessageID, Content: ev.Content, Priority: ev.Priority})
+	if ev, ok := enqueued(env); ok {
+		if isSteering(ev) {
+			return deliver(ctx, d.JS, id, ev.OwnerID, domain.SessionMessage{MessageID: ev.MessageID, Content: ev.Content, Priority: ev.Priority})
+		}
+		if ev.SessionStatus != "" && !domain.DeliverableIn(ev.SessionStatus, ev.Priority) {
+			return nil
+		}
 	}
 	sq, err := postgres.Queues{}.Load(ctx, d.DB, id, uuid.Nil)
 	if err != nil {
@@ -100,17 +133,21 @@ func (d Delivery) Handle(ctx context.Context, m jetstream.Msg) error {
 	return nil
 }
 
-// steering returns the enqueued message of env when it steers a running
-// session. An event without the message (or the status it met) is not
-// one: the queue is read instead.
-func steering(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
+// enqueued returns the event of env when it is a message_enqueued.
+func enqueued(env bus.Envelope) (domain.MessageEnqueuedEvent, bool) {
 	var ev domain.MessageEnqueuedEvent
-	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || json.Unmarshal(env.Data, &ev) != nil {
+	if env.Type != (domain.MessageEnqueuedEvent{}).EventType() || jsonv1.Unmarshal(env.Data, &ev) != nil {
 		return ev, false
 	}
-	ok := ev.SessionStatus == domain.StatusRunning && ev.Priority == domain.PriorityImmediate &&
+	return ev, true
+}
+
+// isSteering reports whether an enqueued message steers a running
+// session. An event without the message (or the status it met) does not:
+// the queue is read instead.
+func isSteering(ev domain.MessageEnqueuedEvent) bool {
+	return ev.SessionStatus == domain.StatusRunning && ev.Priority == domain.PriorityImmediate &&
 		ev.Content != "" && ev.MessageID != uuid.Nil && ev.OwnerID != uuid.Nil
-	return ev, ok
 }
 
 // deliver sends one message to the session's sidecar.
@@ -146,8 +183,8 @@ func SteeringAlong(ctx context.Context, ev outbox.Message) []*nats.Msg {
 	if err != nil {
 		return nil
 	}
-	e, ok := steering(env)
-	if !ok {
+	e, ok := enqueued(env)
+	if !ok || !isSteering(e) {
 		return nil
 	}
 	msg, err := sidecarMsg(ctx, env.AggregateID, e.OwnerID.String(), deliveryID(e.MessageID), protocol.CommandSteeringMessage,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/internal/testenv"
@@ -23,8 +24,9 @@ import (
 
 // TestSteeringIsSentFromItsEvent: an Immediate message enqueued while the
 // session runs reaches the sidecar from what its event carries, without
-// reading the session or the queue back (neither is in this database);
-// any other enqueued message makes the reaction read them.
+// reading the session or the queue back (neither is in this database); a
+// message the status in its event does not take is left without reading
+// them either; any other enqueued message makes the reaction read them.
 func TestSteeringIsSentFromItsEvent(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
@@ -80,9 +82,21 @@ func TestSteeringIsSentFromItsEvent(t *testing.T) {
 	}{
 		{domain.StatusRunning, domain.PriorityQueued},
 		{domain.StatusWaitingForInput, domain.PriorityImmediate},
+		{domain.StatusPaused, domain.PriorityQueued},
 	} {
 		_, m := enqueued(c.status, c.priority)
-		assert.Error(t, d.Handle(ctx, m), "%s in %s: the reaction reads the session, which is not there", c.priority, c.status)
+		assert.NoError(t, d.Handle(ctx, m), "%s in %s: left for later, nothing read", c.priority, c.status)
+	}
+	for _, c := range []struct {
+		status   domain.SessionStatus
+		priority domain.MessagePriority
+	}{
+		{domain.StatusIdle, domain.PriorityQueued},
+		{domain.StatusInterrupted, domain.PriorityImmediate},
+		{"", domain.PriorityQueued},
+	} {
+		_, m := enqueued(c.status, c.priority)
+		assert.Error(t, d.Handle(ctx, m), "%s in %q: the reaction reads the session, which is not there", c.priority, c.status)
 	}
 	assert.Len(t, sent(), 1)
 }
@@ -159,4 +173,65 @@ func TestSteeringGoesAlongWithItsEvent(t *testing.T) {
 		require.NoError(t, forwarder.Forward(ctx, []outbox.Message{other}))
 	}
 	assert.Len(t, stored(), 1, "nothing goes along with other events")
+}
+
+// TestAMessageEnqueuedAsTheTurnEndsIsDelivered: a Queued message whose
+// enqueue read the session Running, while the turn ends before the enqueue
+// commits, still reaches the sidecar once the session is Idle. The test's
+// own transaction creates the session's queue first and keeps it
+// uncommitted, so the enqueue waits in its insert, after it read the
+// status; meanwhile the turn ends. Were the turn's end to commit then, the
+// delivery reaction would handle it with a queue that does not hold the
+// message yet, and the enqueue's event would claim Running: the message
+// would wait for the next turn's end. The turn's end must wait for the
+// enqueue instead (or the enqueue must see Idle).
+func TestAMessageEnqueuedAsTheTurnEndsIsDelivered(t *testing.T) {
+	ctx := context.Background()
+	f := startFlow(t, 0)
+	id := f.start(t)
+	f.waitStatus(t, id, domain.StatusRunning)
+
+	blocker, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+	_, err = blocker.Exec(ctx, `INSERT INTO message_queues (session_id, owner_id, version, doc)
+VALUES ($1, $2, 1, '{"messages": [], "nextSequence": 0}')`, id, f.owner)
+	require.NoError(t, err)
+
+	msg := uuid.New()
+	done := make(chan error, 1)
+	go func() {
+		cmd, err := command.New(domain.AggregateQueue, command.EnqueueMessage, id, f.owner.String(),
+			command.EnqueueData{MessageID: msg, Content: "then update the docs", Priority: domain.PriorityQueued})
+		if err == nil {
+			var r command.Result
+			if r, err = f.client.Do(ctx, cmd); err == nil {
+				err = r.Err()
+			}
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := f.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO message_queues%' AND pid <> pg_backend_pid()`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 30*time.Second, 10*time.Millisecond, "the enqueue waits for the test's queue")
+
+	f.raw(t, id, "turn_completed", protocol.TurnCompleted{CostUSD: 0.1, TotalCostUSD: 0.1, DurationMS: 1000, NumTurns: 1})
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := f.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE sessions%' AND pid <> pg_backend_pid()`).Scan(&waiting)
+		return (err == nil && waiting == 1) || f.status(t, id) == domain.StatusIdle
+	}, 30*time.Second, 10*time.Millisecond, "the turn's end commits or waits for the enqueue")
+	settled(t, f.js, reactions.DeliveryConsumer)
+	require.NoError(t, blocker.Rollback(ctx))
+	require.NoError(t, <-done)
+	f.waitStatus(t, id, domain.StatusIdle)
+
+	got := f.waitSidecarCommand(t, id, protocol.CommandSteeringMessage, 1)
+	var sent protocol.SteeringMessage
+	require.NoError(t, json.Unmarshal(got[0], &sent))
+	assert.Equal(t, msg.String(), sent.MessageID)
 }
