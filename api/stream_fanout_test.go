@@ -137,5 +137,8 @@ func TestSlowClientCatchesUpWithinTheTimeout(t *testing.T) {
 		require.Equal(t, "event", ev.Event, "no reconnect: %s", ev.Data)
 		require.Equal(t, want, seqOf(t, ev))
 	}
-	assert.Equal(t, int64(1), e.server.fanout.lagged.Load(), "the client fell out of the live events once")
+	// At least once: under load the fan-out's own consumer can still be
+	// behind the stream when the client joins again, and the events it
+	// then hands on can overflow the client's buffer a second time.
+	assert.GreaterOrEqual(t, e.server.fanout.lagged.Load(), int64(1), "the client fell out of the live events")
 }
