@@ -207,15 +207,20 @@ func (r *runner) onResume(e protocol.Entry) error {
 	if err := protocol.DecodeData(e.Data, &d); err != nil {
 		return err
 	}
-	r.mu.Lock()
 	// A pause that never reached a safe point is acknowledged first, so
-	// every command gets its ack in order.
+	// every command gets its ack in order; and the engine goes on only
+	// once the resume is acknowledged, so nothing it does after the
+	// resume is recorded before it. Commands are handled one at a time:
+	// no other pause comes in between.
+	r.mu.Lock()
 	acks := r.takePauseAcksLocked()
-	r.paused = false
-	r.notifyLocked()
 	r.mu.Unlock()
 	r.emitPauseAcks(acks)
 	r.emitLog(protocol.ResumeAck{CommandID: e.CommandID})
+	r.mu.Lock()
+	r.paused = false
+	r.notifyLocked()
+	r.mu.Unlock()
 	return nil
 }
 
