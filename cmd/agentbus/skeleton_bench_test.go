@@ -379,27 +379,11 @@ func (s *skeleton) mark(n int, set func(*skeletonMarks)) {
 	if n < 0 || s.marks == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.marks[n]
-	if h == nil {
-		h = &skeletonMarks{}
-		s.marks[n] = h
-	}
-	set(h)
+	markIn(&s.mu, s.marks, n, set)
 }
 
 // take returns and forgets the marks of message n.
-func (s *skeleton) take(n int) skeletonMarks {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.marks[n]
-	delete(s.marks, n)
-	if h == nil {
-		return skeletonMarks{}
-	}
-	return *h
-}
+func (s *skeleton) take(n int) skeletonMarks { return takeFrom(&s.mu, s.marks, n) }
 
 // request is the POST of one message to session i.
 func (s *skeleton) request(i int, content string) *http.Request {

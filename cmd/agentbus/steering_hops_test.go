@@ -293,24 +293,34 @@ func (c *hopClock) mark(n int, set func(*hopMarks)) {
 	if n < 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.marks[n]
+	markIn(&c.mu, c.marks, n, set)
+}
+
+// take returns and forgets the marks of message n.
+func (c *hopClock) take(n int) hopMarks { return takeFrom(&c.mu, c.marks, n) }
+
+// markIn sets stages of message n in marks, which mu guards.
+func markIn[T any](mu *sync.Mutex, marks map[int]*T, n int, set func(*T)) {
+	mu.Lock()
+	defer mu.Unlock()
+	h := marks[n]
 	if h == nil {
-		h = &hopMarks{}
-		c.marks[n] = h
+		h = new(T)
+		marks[n] = h
 	}
 	set(h)
 }
 
-// take returns and forgets the marks of message n.
-func (c *hopClock) take(n int) hopMarks {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.marks[n]
-	delete(c.marks, n)
+// takeFrom returns and forgets the marks of message n in marks, which mu
+// guards; zero when none were set.
+func takeFrom[T any](mu *sync.Mutex, marks map[int]*T, n int) T {
+	mu.Lock()
+	defer mu.Unlock()
+	h := marks[n]
+	delete(marks, n)
 	if h == nil {
-		return hopMarks{}
+		var zero T
+		return zero
 	}
 	return *h
 }
