@@ -30,7 +30,7 @@ import (
 // skeleton is the pipeline a steering message takes through `up`, built
 // from bare library calls with none of agentbus's logic, on the same NATS,
 // Postgres and Redis servers as the stack it is measured beside. What it
-// takes is what the pipeline's shape costs here (HTTP, two fsynced
+// takes is what the pipeline's shape costs here (HTTP, three fsynced
 // JetStream publishes, two pull consumers, a transaction of two round
 // trips, a Redis stream); what ours takes beyond it is our own work.
 //
@@ -40,14 +40,31 @@ import (
 //	      BEGIN + SELECT the session's row          round trip 1
 //	      UPDATE it + INSERT an outbox row + COMMIT round trip 2
 //	      reply on core NATS, the handler answers 201
-//	      js.PublishMsg on SKEL_SIDECAR             AGENTS_SIDECAR_COMMANDS' config
+//	      js.PublishMsg on SKEL_SIDECAR             AGENTS_SIDECAR_COMMANDS' config,
+//	        and at once the event on SKEL_EVENTS    AGENTS_EVENTS' config
 //	      ack
 //	  → relay (pull consumer on SKEL_SIDECAR): XADD to the session's stream, ack
 //	  → reader: XREAD blocked on that stream, as the sidecar
 //
 // The worker replies before it publishes the steering message, as ours
 // does: the outbox row is committed by then, so the reply promises nothing
-// a crash could lose.
+// a crash could lose. Without relay (startSkeleton), an enqueued message
+// is a Queued one: it raises its event and goes nowhere else.
+//
+// With confirm set, the reader also answers each steering message as our
+// sidecar does, and the skeleton does the durable work of that answer,
+// which ours does while the next message is on its way:
+//
+//	reader: XADD message_delivered to the session's event stream
+//	  → relay (XREADGROUP over the sessions' event streams): js.PublishMsg
+//	    on SKEL_RAW (AGENTS_SIDECAR_EVENTS' config), XACK
+//	  → acl (pull consumer on SKEL_RAW): INSERT an activity row, publish
+//	    it on SKEL_EVENTS for the live feed; send mark_delivered on
+//	    SKEL_COMMANDS and wait for its reply; ack
+//	  → worker: the transaction, the reply, the event on SKEL_EVENTS
+//
+// and a consumer of SKEL_EVENTS acks every event, as each reader of
+// AGENTS_EVENTS does.
 type skeleton struct {
 	base, token string
 	nc          *nats.Conn
@@ -58,6 +75,11 @@ type skeleton struct {
 	ids         []uuid.UUID
 	// own counts the skeleton's Redis commands, left out of the stack's.
 	own *atomic.Int64
+	// relays is whether enqueued messages go on to the sessions' streams
+	// (startSkeleton's relay), and confirm makes their readers answer
+	// each one (see skeleton).
+	relays  bool
+	confirm atomic.Bool
 
 	inbox   string
 	mu      sync.Mutex
@@ -80,6 +102,8 @@ type skeletonMarks struct {
 const (
 	skeletonCommands = "SKEL_COMMANDS"
 	skeletonSidecar  = "SKEL_SIDECAR"
+	skeletonEvents   = "SKEL_EVENTS"
+	skeletonRaw      = "SKEL_RAW"
 	// skeletonConcurrency is the worker's, as the commands worker's
 	// default (defaultCommandsConcurrency); the relay takes as many.
 	skeletonConcurrency = defaultCommandsConcurrency
@@ -88,6 +112,10 @@ const (
 // skeletonStreamKey is the Redis stream of a session, as
 // relay.CommandsKey is ours.
 func skeletonStreamKey(session string) string { return "skel:cmds:" + session }
+
+// skeletonEventsKey is the Redis stream a session's reader answers on, as
+// relay.EventsKey is ours.
+func skeletonEventsKey(session string) string { return "skel:events:" + session }
 
 // skeletonCommand is what the handler publishes and the worker reads.
 type skeletonCommand struct {
@@ -108,12 +136,13 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 		waiting: map[uuid.UUID]chan struct{}{}, got: make(chan delivery, 1024),
 		parser: jwt.NewParser(jwt.WithExpirationRequired(), jwt.WithValidMethods([]string{"HS256"}))}
 	if relay {
-		s.marks = map[int]*skeletonMarks{}
+		s.marks, s.relays = map[int]*skeletonMarks{}, true
 	}
 
 	// Its streams copy the config of the ones they stand for, so storage,
 	// sync and deduplication are the same.
-	for _, c := range [][3]string{{skeletonCommands, "AGENTS_COMMANDS", "skel.cmd.>"}, {skeletonSidecar, "AGENTS_SIDECAR_COMMANDS", "skel.sidecar.>"}} {
+	for _, c := range [][3]string{{skeletonCommands, "AGENTS_COMMANDS", "skel.cmd.>"}, {skeletonSidecar, "AGENTS_SIDECAR_COMMANDS", "skel.sidecar.>"},
+		{skeletonEvents, "AGENTS_EVENTS", "skel.evt.>"}, {skeletonRaw, "AGENTS_SIDECAR_EVENTS", "skel.raw.>"}} {
 		ours, err := st.js.Stream(ctx, c[1])
 		require.NoError(b, err)
 		cfg := ours.CachedInfo().Config
@@ -133,7 +162,8 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 	b.Cleanup(s.pool.Close)
 	_, err = s.pool.Exec(ctx, `
 		CREATE TABLE IF NOT EXISTS skel_session (id uuid PRIMARY KEY, version bigint NOT NULL, doc jsonb NOT NULL);
-		CREATE TABLE IF NOT EXISTS skel_outbox (id uuid PRIMARY KEY, subject text NOT NULL, payload jsonb NOT NULL)`)
+		CREATE TABLE IF NOT EXISTS skel_outbox (id uuid PRIMARY KEY, subject text NOT NULL, payload jsonb NOT NULL);
+		CREATE TABLE IF NOT EXISTS skel_activity (id uuid PRIMARY KEY, session_id uuid NOT NULL, type text NOT NULL, detail jsonb NOT NULL)`)
 	require.NoError(b, err)
 	for range sessions {
 		id := uuid.New()
@@ -159,13 +189,16 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 	b.Cleanup(func() { _ = sub.Unsubscribe() })
 
 	s.consume(b, ctx, skeletonCommands, s.work)
+	s.consume(b, ctx, skeletonEvents, func(context.Context, jetstream.Msg) error { return nil })
 	s.rdb = redis.NewClient(st.rdb.Options())
 	b.Cleanup(func() { _ = s.rdb.Close() })
 	if relay {
 		s.consume(b, ctx, skeletonSidecar, s.relay)
+		s.consume(b, ctx, skeletonRaw, s.acl)
 		for _, id := range s.ids {
 			s.read(ctx, id)
 		}
+		s.relayEvents(b, ctx)
 	}
 
 	mux := http.NewServeMux()
@@ -214,34 +247,43 @@ func (s *skeleton) post(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := skeletonCommand{ID: uuid.New(), Session: session, Content: in.Content}
 	body, _ := json.Marshal(cmd)
-	done := make(chan struct{}, 1)
-	s.mu.Lock()
-	s.waiting[cmd.ID] = done
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiting, cmd.ID)
-		s.mu.Unlock()
-	}()
 	n := itemNumber(in.Content)
 	s.mark(n, func(m *skeletonMarks) { m.command = time.Now() })
 	msg := &nats.Msg{Subject: "skel.cmd.queue.enqueue_message", Data: body, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
-	msg.Header.Set("Reply-To", s.inbox+"."+cmd.ID.String())
-	if _, err := s.js.PublishMsg(r.Context(), msg); err != nil {
+	err = s.send(r.Context(), cmd.ID, msg, func() { s.mark(n, func(m *skeletonMarks) { m.commandStored = time.Now() }) })
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	s.mark(n, func(m *skeletonMarks) { m.commandStored = time.Now() })
-	select {
-	case <-done:
-	case <-time.After(wait):
-		http.Error(w, "no reply", http.StatusGatewayTimeout)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write([]byte(`{"commandId":"` + cmd.ID.String() + `"}`))
+}
+
+// send publishes the command id in msg with a reply inbox, calls stored
+// once it is stored, and waits for the worker's reply.
+func (s *skeleton) send(ctx context.Context, id uuid.UUID, msg *nats.Msg, stored func()) error {
+	done := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.waiting[id] = done
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+	}()
+	msg.Header.Set("Reply-To", s.inbox+"."+id.String())
+	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+		return err
+	}
+	stored()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(wait):
+		return errors.New("no reply")
+	}
 }
 
 // consume runs handle on every message of a durable pull consumer of
@@ -277,17 +319,25 @@ func (s *skeleton) consume(b *testing.B, ctx context.Context, stream string, han
 	}
 }
 
-// work is the commands worker: the transaction, the reply, the steering
-// message.
+// work is the commands worker: the transaction, the reply, and what the
+// command raises: an event, and for an enqueued message the steering
+// message too, published at once.
 func (s *skeleton) work(ctx context.Context, m jetstream.Msg) error {
 	var cmd skeletonCommand
 	if err := json.Unmarshal(m.Data(), &cmd); err != nil {
 		return err
 	}
-	n := itemNumber(cmd.Content)
+	// An enqueued message is sent on to its session when the skeleton
+	// relays; otherwise it is a Queued message, which only raises its
+	// event.
+	steer := s.relays && strings.HasSuffix(m.Subject(), ".enqueue_message")
+	n := -1
+	if steer {
+		n = itemNumber(cmd.Content)
+	}
 	s.mark(n, func(h *skeletonMarks) { h.commandDelivered = time.Now() })
-	steering, _ := json.Marshal(map[string]any{"type": "steering_message", "message_id": cmd.ID, "content": cmd.Content})
-	if err := s.transaction(ctx, cmd, steering); err != nil {
+	event, _ := json.Marshal(map[string]any{"type": "message_event", "message_id": cmd.ID, "content": cmd.Content})
+	if err := s.transaction(ctx, cmd, event); err != nil {
 		return err
 	}
 	s.mark(n, func(h *skeletonMarks) { h.committed = time.Now() })
@@ -296,13 +346,29 @@ func (s *skeleton) work(ctx context.Context, m jetstream.Msg) error {
 	}
 	now := time.Now()
 	s.mark(n, func(h *skeletonMarks) { h.reply, h.sidecar, h.event = now, now, now })
-	msg := &nats.Msg{Subject: "skel.sidecar." + cmd.Session.String() + ".commands.steering_message", Data: steering, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
-	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+	evt := &nats.Msg{Subject: "skel.evt." + cmd.Session.String(), Data: event, Header: nats.Header{}}
+	evt.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
+	published, err := s.js.PublishMsgAsync(evt)
+	if err != nil {
 		return err
 	}
-	s.mark(n, func(h *skeletonMarks) { h.sidecarStored = time.Now() })
-	return nil
+	if steer {
+		steering, _ := json.Marshal(map[string]any{"type": "steering_message", "message_id": cmd.ID, "content": cmd.Content})
+		msg := &nats.Msg{Subject: "skel.sidecar." + cmd.Session.String() + ".commands.steering_message", Data: steering, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
+		if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+			return err
+		}
+		s.mark(n, func(h *skeletonMarks) { h.sidecarStored = time.Now() })
+	}
+	select {
+	case <-published.Ok():
+		return nil
+	case err := <-published.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // transaction has the round trips of a command's transaction in ours
@@ -346,6 +412,75 @@ func (s *skeleton) relay(ctx context.Context, m jetstream.Msg) error {
 		"type", "steering_message", "data", string(m.Data())}}).Err()
 }
 
+// relayEvents is the relay's inbound side: one XREADGROUP over every
+// session's event stream, each entry published on SKEL_RAW, then
+// acknowledged in Redis.
+func (s *skeleton) relayEvents(b *testing.B, ctx context.Context) {
+	streams := make([]string, 0, 2*len(s.ids))
+	for _, id := range s.ids {
+		key := skeletonEventsKey(id.String())
+		err := s.rdb.XGroupCreateMkStream(ctx, key, "relay", "$").Err()
+		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+			require.NoError(b, err)
+		}
+		streams = append(streams, key)
+	}
+	for range s.ids {
+		streams = append(streams, ">")
+	}
+	go func() {
+		for ctx.Err() == nil {
+			s.own.Add(1)
+			res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "relay", Consumer: "skeleton", Streams: streams, Block: time.Second}).Result()
+			if err != nil {
+				continue
+			}
+			for _, st := range res {
+				session := strings.TrimPrefix(st.Stream, "skel:events:")
+				ids := make([]string, 0, len(st.Messages))
+				for _, e := range st.Messages {
+					data, _ := e.Values["data"].(string)
+					msg := &nats.Msg{Subject: "skel.raw." + session + ".message_delivered", Data: []byte(data), Header: nats.Header{}}
+					msg.Header.Set(jetstream.MsgIDHeader, session+":"+e.ID)
+					if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+						break
+					}
+					ids = append(ids, e.ID)
+				}
+				if len(ids) > 0 {
+					s.own.Add(1)
+					_ = s.rdb.XAck(ctx, st.Stream, "relay", ids...).Err()
+				}
+			}
+		}
+	}()
+}
+
+// acl records a raw message_delivered as an activity row, publishes it
+// for the live feed, and sends the command that marks the message
+// delivered, waiting for its reply.
+func (s *skeleton) acl(ctx context.Context, m jetstream.Msg) error {
+	session, err := uuid.Parse(strings.Split(m.Subject(), ".")[2])
+	if err != nil {
+		return err
+	}
+	item := uuid.New()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO skel_activity VALUES ($1, $2, 'message_delivered', $3)`,
+		item, session, m.Data()); err != nil {
+		return err
+	}
+	feed := &nats.Msg{Subject: "skel.evt.activity." + session.String(), Data: m.Data(), Header: nats.Header{}}
+	feed.Header.Set(jetstream.MsgIDHeader, item.String())
+	if _, err := s.js.PublishMsg(ctx, feed); err != nil {
+		return err
+	}
+	cmd := skeletonCommand{ID: uuid.New(), Session: session}
+	body, _ := json.Marshal(cmd)
+	msg := &nats.Msg{Subject: "skel.cmd.queue.mark_delivered", Data: body, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, cmd.ID.String())
+	return s.send(ctx, cmd.ID, msg, func() {})
+}
+
 // read plays a session's sidecar: XREAD blocked on its stream.
 func (s *skeleton) read(ctx context.Context, id uuid.UUID) {
 	go func() {
@@ -368,6 +503,11 @@ func (s *skeleton) read(ctx context.Context, id uuid.UUID) {
 					var posted time.Time
 					s.mark(n, func(h *skeletonMarks) { h.redis, posted = now, h.posted })
 					s.got <- delivery{n: n, at: now.Sub(posted)}
+				}
+				if s.confirm.Load() {
+					s.own.Add(1)
+					_ = s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: skeletonEventsKey(id.String()), Values: []any{
+						"type", "message_delivered", "data", data}}).Err()
 				}
 			}
 		}
@@ -416,7 +556,9 @@ func (s *skeleton) steer(b *testing.B, i int) (skeletonMarks, time.Duration) {
 }
 
 // measure steers b.N messages through the skeleton, one at a time as
-// ours, after a warm-up of one per session, and reports them in row.
+// ours, after a warm-up of one per session, and reports them in row; then
+// as many again with each message answered (confirm), and reports their
+// latency as skel+confirm.
 func (s *skeleton) measure(b *testing.B, row *steeringRow) {
 	for i := range s.ids {
 		s.steer(b, i)
@@ -426,6 +568,21 @@ func (s *skeleton) measure(b *testing.B, row *steeringRow) {
 		c.add(s.steer(b, i))
 	}
 	c.report(b, row)
+
+	s.confirm.Store(true)
+	defer s.confirm.Store(false)
+	for i := range s.ids {
+		s.steer(b, i)
+	}
+	confirmed := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		_, d := s.steer(b, i)
+		confirmed = append(confirmed, d)
+	}
+	row.skelC50, row.skelC99, row.skelCMax = quantiles(confirmed)
+	b.ReportMetric(row.skelC50, "skel+confirm-p50-ms")
+	b.ReportMetric(row.skelC99, "skel+confirm-p99-ms")
+	b.ReportMetric(row.skelCMax, "skel+confirm-max-ms")
 }
 
 // skeletonSamples collects the skeleton's latencies and hops of a row.
@@ -480,14 +637,15 @@ func (c *skeletonSamples) report(b *testing.B, row *steeringRow) {
 func writeSkeletonTable(out io.Writer, rows []steeringRow) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out, "steering beside its skeleton (bare library calls, same servers, same run), ms:")
-	fmt.Fprintln(w, "row\tours p50\tp99\tmax\tskeleton p50\tp99\tmax\tours/skeleton p50\tp99\t")
+	fmt.Fprintln(w, "row\tours p50\tp99\tmax\tskeleton p50\tp99\tmax\tours/skeleton p50\tp99\tskeleton+confirm p50\tp99\tmax\tours/skeleton+confirm p50\tp99\t")
 	for _, r := range rows {
 		name := fmt.Sprintf("sessions=%d history=%d", r.sessions, r.history)
 		if r.held {
 			name += " held-tx"
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f×\t%.1f×\t\n",
-			name, r.p50, r.p99, r.max, r.skel50, r.skel99, r.skelMax, r.p50/r.skel50, r.p99/r.skel99)
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f×\t%.1f×\t%.2f\t%.2f\t%.1f\t%.1f×\t%.1f×\t\n",
+			name, r.p50, r.p99, r.max, r.skel50, r.skel99, r.skelMax, r.p50/r.skel50, r.p99/r.skel99,
+			r.skelC50, r.skelC99, r.skelCMax, r.p50/r.skelC50, r.p99/r.skelC99)
 	}
 	_ = w.Flush()
 	fmt.Fprintln(out, "hop p50, ours / skeleton (ms) and ratio:")

@@ -405,9 +405,12 @@ type steeringRow struct {
 	// The skeleton's latency in the same run (see skeleton), and the p50
 	// of each hop and part of ours and of the skeleton's.
 	skel50, skel99, skelMax float64
-	hop50, skelHop50        [hopCount]float64
-	part50, skelPart50      [partCount]float64
-	skelTx50                float64
+	// The skeleton's latency when it also does the durable work of each
+	// message's confirmation, as ours does (see skeleton's confirm).
+	skelC50, skelC99, skelCMax float64
+	hop50, skelHop50           [hopCount]float64
+	part50, skelPart50         [partCount]float64
+	skelTx50                   float64
 }
 
 func quantiles(lat []time.Duration) (p50, p99, mx float64) {
@@ -435,8 +438,10 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // its delivery to their pull consumer and their own work (see partNames).
 // Each row also steers as many messages through the skeleton of the same
 // pipeline (see skeleton), right after ours, and prints its p50/p99/max
-// and hops (skel-…) and the ratios ours/skeleton; a table of both closes
-// the output.
+// and hops (skel-…) and the ratios ours/skeleton, then as many again with
+// the skeleton also doing the durable work of each message's confirmation
+// (skel+confirm-…, see skeleton's confirm), as ours does while the next
+// message is on its way; a table of both closes the output.
 // b.N is the number of messages per row. A PNG plot
 // of latency against sessions and history is written to envSteeringPlot.
 func BenchmarkSteering(b *testing.B) {
@@ -528,6 +533,8 @@ func BenchmarkSteering(b *testing.B) {
 		b.ReportMetric(row.skelMax, "skel-max-ms")
 		b.ReportMetric(row.p50/row.skel50, "ours/skel-p50")
 		b.ReportMetric(row.p99/row.skel99, "ours/skel-p99")
+		b.ReportMetric(row.p50/row.skelC50, "ours/skel+confirm-p50")
+		b.ReportMetric(row.p99/row.skelC99, "ours/skel+confirm-p99")
 		b.ReportMetric(0, "ns/op")
 		rows = append(rows, row)
 	}

@@ -68,8 +68,9 @@ func steeringPlot(title, xLabel string, rows []steeringRow, x func(steeringRow) 
 	p.Y.Label.Text = "milliseconds"
 	p.Legend.Top = true
 	blue, orange := color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 255, G: 127, B: 14, A: 255}
-	// The skeleton's lines are dashed in the colour of the same quantile of ours.
-	dashed := []vg.Length{vg.Points(4), vg.Points(3)}
+	// The skeleton's lines are dashed in the colour of the same quantile of
+	// ours, dotted when it also confirms each message as ours does.
+	dashed, dotted := []vg.Length{vg.Points(4), vg.Points(3)}, []vg.Length{vg.Points(1), vg.Points(2)}
 	series := []struct {
 		name   string
 		value  func(steeringRow) float64
@@ -81,6 +82,8 @@ func steeringPlot(title, xLabel string, rows []steeringRow, x func(steeringRow) 
 		{"max", func(r steeringRow) float64 { return r.max }, color.RGBA{R: 214, G: 39, B: 40, A: 255}, nil},
 		{"skeleton p50", func(r steeringRow) float64 { return r.skel50 }, blue, dashed},
 		{"skeleton p99", func(r steeringRow) float64 { return r.skel99 }, orange, dashed},
+		{"skeleton+confirm p50", func(r steeringRow) float64 { return r.skelC50 }, blue, dotted},
+		{"skeleton+confirm p99", func(r steeringRow) float64 { return r.skelC99 }, orange, dotted},
 		{"Redis XADD→XREAD p99", func(r steeringRow) float64 { return r.redis99 }, color.RGBA{R: 127, G: 127, B: 127, A: 255}, nil},
 		{"JetStream publish→ack p99", func(r steeringRow) float64 { return r.js99 }, color.RGBA{R: 44, G: 160, B: 44, A: 255}, nil},
 	}
