@@ -3,10 +3,11 @@ package queries
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -50,12 +51,12 @@ SELECT q.doc, q.version,
 		NextSequence int64                   `json:"nextSequence"`
 	}
 	if raw != nil {
-		if err := json.Unmarshal(raw, &doc); err != nil {
+		if err := jsonv1.Unmarshal(raw, &doc); err != nil {
 			return QueueView{}, fmt.Errorf("queries: queue of %s unreadable: %w", id, err)
 		}
 	}
 	var settled []domain.SessionMessage
-	if err := json.Unmarshal(history, &settled); err != nil {
+	if err := jsonv1.Unmarshal(history, &settled); err != nil {
 		return QueueView{}, fmt.Errorf("queries: message history of %s unreadable: %w", id, err)
 	}
 	var v int64
@@ -86,7 +87,7 @@ SELECT COALESCE(jsonb_agg(h.doc ORDER BY h.sequence), '[]')
 		return QueueView{}, fmt.Errorf("queries: message history of %s: %w", id, err)
 	}
 	var settled []domain.SessionMessage
-	if err := json.Unmarshal(history, &settled); err != nil {
+	if err := jsonv1.Unmarshal(history, &settled); err != nil {
 		return QueueView{}, fmt.Errorf("queries: message history of %s unreadable: %w", id, err)
 	}
 	waiting := map[uuid.UUID]bool{}
