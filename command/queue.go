@@ -45,4 +45,7 @@ type QueueState struct {
 	// Messages, every message of the session, is set only in answers
 	// recorded while the queue held its delivered and cancelled messages.
 	Messages []domain.SessionMessage `json:"messages,omitempty"`
+	// SessionStatus is the session's status as the command read it with
+	// the queue.
+	SessionStatus domain.SessionStatus `json:"sessionStatus,omitempty"`
 }

@@ -158,17 +158,3 @@ func listPage[T any](ctx context.Context, db DB, where string, args []any, pagin
 	}
 	return page, nil
 }
-
-// Status returns the status of session id, whoever owns it: for workers
-// that decide what to send a session by its status.
-func (s *Store) Status(ctx context.Context, id uuid.UUID) (domain.SessionStatus, error) {
-	var status string
-	err := s.db.QueryRow(ctx, "SELECT status FROM sessions WHERE id = $1", id).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", &NotFoundError{Entity: "session", ID: id.String()}
-	}
-	if err != nil {
-		return "", fmt.Errorf("queries: status of %s: %w", id, err)
-	}
-	return domain.SessionStatus(status), nil
-}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/jsontext"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
@@ -48,15 +46,13 @@ type Worker struct {
 	feed *feedPublisher
 	// rec writes the activity items and feed items.
 	rec *recorder
-	// sessions reads a session's status.
-	sessions *queries.Store
 }
 
 // New returns the ACL worker; client sends the commands and waits for
 // their results, so that one session's commands apply in order.
 func New(pool *pgxpool.Pool, client *command.Client) *Worker {
 	return &Worker{pool: pool, client: client, timeout: 30 * time.Second, rec: newRecorder(pool),
-		log: slog.Default().With("component", "acl"), sessions: queries.New(pool, domain.SessionPool{})}
+		log: slog.Default().With("component", "acl")}
 }
 
 // Run consumes AGENTS_SIDECAR_EVENTS until ctx ends. Each session's events
@@ -149,21 +145,35 @@ func (w *Worker) Handle(ctx context.Context, m jetstream.Msg) error {
 	if r.terr != nil {
 		return bus.Permanent(r.terr)
 	}
-	skip := -1
-	if r.ev.Type == protocol.EventMessageDelivered {
-		if skip, err = w.refusedTurn(ctx, r.sessionID, tr.commands); err != nil {
-			return err
-		}
-	}
+	running := false
 	for i, out := range tr.commands {
-		if i == skip {
+		if running && out.aggregate == domain.AggregateSession && out.name == command.BeginTurn {
+			// A message delivered while the session runs joins its turn:
+			// BeginTurn would only be refused.
 			continue
 		}
-		if _, err := w.dispatch(ctx, r.sessionID, msgID, i, out); err != nil {
+		res, err := w.send(ctx, r.sessionID, msgID, i, out)
+		if err != nil {
 			return err
 		}
+		running = running || runs(res)
 	}
 	return nil
+}
+
+// runs reports whether a queue command's result saw the session running.
+// The session's earlier raw events have all been applied by then (one
+// session's events are handled in order, each waiting for its commands'
+// results), so that is the status a BeginTurn sent next would meet, but
+// for a change from outside the sidecar in between.
+func runs(r command.Result) bool {
+	if r.Error != nil || len(r.State) == 0 {
+		return false
+	}
+	var state struct {
+		SessionStatus domain.SessionStatus `json:"sessionStatus"`
+	}
+	return json.Unmarshal(r.State, &state) == nil && state.SessionStatus == domain.StatusRunning
 }
 
 // HandleBatch handles the raw events waiting in one lane, in order. The
@@ -306,52 +316,39 @@ func (w *Worker) pending(ctx context.Context, r rawEvent) (*pending, error) {
 	return &pending{row: &postgres.ActivityRow{Item: item, Seq: seq, RawType: r.ev.Type, ToolUseID: r.tr.toolUseID}, msg: msg}, nil
 }
 
-// refusedTurn returns the position of BeginTurn among a delivery's
-// commands when the session runs, and -1 otherwise: the message joins the
-// running turn, and BeginTurn would only be refused. The session's earlier
-// raw events have all been applied by now (one session's events are
-// handled in order, each waiting for its commands' results), so the status
-// read is the one the command would meet, but for a change from outside
-// the sidecar in between.
-func (w *Worker) refusedTurn(ctx context.Context, sessionID uuid.UUID, cmds []outgoing) (int, error) {
-	i := slices.IndexFunc(cmds, func(c outgoing) bool {
-		return c.aggregate == domain.AggregateSession && c.name == command.BeginTurn
-	})
-	if i < 0 {
-		return -1, nil
-	}
-	status, err := w.sessions.Status(ctx, sessionID)
-	if err != nil {
-		return -1, err
-	}
-	if status != domain.StatusRunning {
-		return -1, nil
-	}
-	return i, nil
-}
-
 // dispatch sends one command and waits for its result. A refusal is
 // final and returned: the raw event stays recorded and the refusal is
 // logged, since the session had already moved on (a late acknowledgement,
 // say).
 func (w *Worker) dispatch(ctx context.Context, sessionID uuid.UUID, msgID string, i int, out outgoing) (*command.Error, error) {
+	r, err := w.send(ctx, sessionID, msgID, i, out)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := command.AsError(r.Err()); ok {
+		return e, nil
+	}
+	return nil, nil
+}
+
+// send sends one command and waits for its result, which it returns, a
+// refusal logged.
+func (w *Worker) send(ctx context.Context, sessionID uuid.UUID, msgID string, i int, out outgoing) (command.Result, error) {
 	cmd, err := command.New(out.aggregate, out.name, sessionID, "", out.data)
 	if err != nil {
-		return nil, bus.Permanent(err)
+		return command.Result{}, bus.Permanent(err)
 	}
 	cmd.ID = uuid.NewSHA1(commandNamespace, []byte(fmt.Sprintf("%s/%d", msgID, i)))
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	r, err := w.client.Do(ctx, cmd)
 	if err != nil {
-		return nil, err
+		return command.Result{}, err
 	}
-	e, ok := command.AsError(r.Err())
-	if !ok {
-		return nil, nil
+	if e, ok := command.AsError(r.Err()); ok {
+		w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
 	}
-	w.log.Info("command refused", "session_id", sessionID, "command", out.name, "kind", e.Kind, "error", e.Message)
-	return e, nil
+	return r, nil
 }
 
 var errUnknownType = errors.New("unknown raw event type")

@@ -46,7 +46,8 @@ func onQueue[T any](now Clock, message func(T) uuid.UUID, byStatus bool, apply f
 		if err := queues.Save(ctx, tx, q); err != nil {
 			return nil, err
 		}
-		return command.QueueState{SessionID: q.SessionID(), Pending: q.Pending(), NextSequence: q.NextSequence(), Settled: q.Settled()}, nil
+		return command.QueueState{SessionID: q.SessionID(), Pending: q.Pending(), NextSequence: q.NextSequence(), Settled: q.Settled(),
+			SessionStatus: sq.Status}, nil
 	}
 }
 
