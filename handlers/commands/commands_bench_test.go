@@ -267,8 +267,10 @@ func measure(b *testing.B, op benchOp) (r benchResult, ok bool) {
 		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
 	}
 	n := float64(len(all))
+	// A process caught exiting, before its parent collects its times,
+	// counts for nothing at the end: never less than zero.
 	r = benchResult{rate: n / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99),
-		cpu: (cpu1 - cpu0) * 1000 / n, pgCPU: (pg1 - pg0) * 1000 / n}
+		cpu: max(0, cpu1-cpu0) * 1000 / n, pgCPU: max(0, pg1-pg0) * 1000 / n}
 	b.ReportMetric(r.rate, "cmds/s")
 	b.ReportMetric(r.p50, "p50-ms")
 	b.ReportMetric(r.p99, "p99-ms")
