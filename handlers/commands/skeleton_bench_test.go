@@ -50,9 +50,10 @@ import (
 // Ours does more, left out here on purpose:
 //   - the domain: decoding the loaded session, applying the command,
 //     encoding the snapshot, the event and the result;
-//   - the sessions table's secondary indexes, six of them, which an update
-//     that changes the status adds entries to (the skeleton's table has
-//     its primary key only);
+//   - the sessions table's six secondary indexes: every command of the
+//     cycle changes the status, an indexed column, so its update cannot be
+//     HOT and adds an entry to each (the skeleton's table has its primary
+//     key only);
 //   - the outbox row's DELETE, batched every 10ms by the forwarder with
 //     synchronous_commit off, and the forwarder's sweep;
 //   - the gates that keep an aggregate's events in commit order, and
