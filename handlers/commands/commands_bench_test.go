@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,11 +76,25 @@ func benchConcurrency() int {
 //     the session, saves it with a version check, writes its events to the
 //     outbox and records its result, in one transaction.
 //
-// Where the time goes: jetstream-fsync=off/... are the same two cases on a
+// The floor:
+//   - skeleton=durable: the same durable work per command with bare
+//     library calls and none of agentbus's logic (see benchSkeleton), on
+//     servers configured as the row before it: what this machine can do at
+//     all for this shape of work. It runs right after the durable row and
+//     reports ours/skel-rate (the durable row's cmds/s over its own) and
+//     skel/js (its cmds/s over the jetstream baseline's): how far ours is
+//     from the floor, and whether the floor reaches what we aim for.
+//
+// Where the time goes: jetstream-fsync=off/... are the same cases on a
 // server that does not fsync before each ack (bus.EmbeddedConfig.SkipFsync,
 // not how agentbus runs). The gap between them and the cases above is what
 // the two fsyncs that each command costs AGENTS_COMMANDS (storing it, and
 // the work queue's delete on ack) take on this disk.
+//
+// Every row also reports the CPU it spent per command, in this process
+// (client, NATS server, worker) and the Postgres servers it started
+// (cpu-ms/cmd, of which pg-cpu-ms/cmd). The rows end with a table of them
+// all, printed since a benchmark with sub-benchmarks drops its own log.
 //
 // Run it with:
 //
@@ -88,26 +105,103 @@ func BenchmarkCommands(b *testing.B) {
 		setup func(tb testing.TB) benchOp
 	}{
 		{"baseline=nats-request", benchNATSRequest},
-		{"baseline=jetstream", func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, false) }},
-		{"session/postgres=durable", func(tb testing.TB) benchOp {
+		{rowJetStream, func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, false) }},
+		{rowDurable, func(tb testing.TB) benchOp {
 			return benchSessions(tb, durablePostgres(tb), false)
 		}},
-		{"jetstream-fsync=off/baseline=jetstream", func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, true) }},
-		{"jetstream-fsync=off/session/postgres=durable", func(tb testing.TB) benchOp {
+		{rowSkeleton, func(tb testing.TB) benchOp { return benchSkeleton(tb, durablePostgres(tb), false) }},
+		{fsyncOff + rowJetStream, func(tb testing.TB) benchOp { return benchJetStreamRequest(tb, true) }},
+		{fsyncOff + rowDurable, func(tb testing.TB) benchOp {
 			return benchSessions(tb, durablePostgres(tb), true)
 		}},
+		{fsyncOff + rowSkeleton, func(tb testing.TB) benchOp { return benchSkeleton(tb, durablePostgres(tb), true) }},
 	}
 	b.Run("baseline=fsync", benchFsync)
+	// results holds each row's last round, for the ratios of the rows
+	// after it and the closing table.
+	results := map[string]benchResult{}
+	var names []string
 	for _, c := range cases {
 		var op benchOp
+		names = append(names, c.name)
 		b.Run(c.name, func(sb *testing.B) {
 			// The servers belong to the parent, so that the rounds that
 			// find b.N share them and only the first one starts them.
 			if op == nil {
 				op = c.setup(b)
 			}
-			measure(sb, op)
+			if r, ok := measure(sb, op); ok {
+				results[c.name] = r
+				reportRatios(sb, c.name, results)
+			}
 		})
+	}
+	writeCommandsTable(os.Stdout, names, results)
+}
+
+// The rows that the ratios compare, each also run under fsyncOff.
+const (
+	rowJetStream = "baseline=jetstream"
+	rowDurable   = "session/postgres=durable"
+	rowSkeleton  = "skeleton=durable"
+	fsyncOff     = "jetstream-fsync=off/"
+)
+
+// benchResult is what one row measured.
+type benchResult struct {
+	rate     float64 // commands per second
+	p50, p99 float64 // ms
+	// cpu is the CPU ms per command of this process and the Postgres
+	// servers it started; pgCPU is the servers' part of it.
+	cpu, pgCPU float64
+}
+
+// reportRatios reports the ratios of row name to the rows before it under
+// the same fsync setting: the durable row to the jetstream baseline, the
+// skeleton to the durable row and to the baseline.
+func reportRatios(b *testing.B, name string, results map[string]benchResult) {
+	setting, row := fsyncOff, strings.TrimPrefix(name, fsyncOff)
+	if row == name {
+		setting = ""
+	}
+	r, js, ours := results[name], results[setting+rowJetStream], results[setting+rowDurable]
+	switch row {
+	case rowDurable:
+		if js.rate > 0 {
+			b.ReportMetric(r.rate/js.rate, "ours/js")
+		}
+	case rowSkeleton:
+		if ours.rate > 0 {
+			b.ReportMetric(ours.rate/r.rate, "ours/skel-rate")
+		}
+		if js.rate > 0 {
+			b.ReportMetric(r.rate/js.rate, "skel/js")
+		}
+	}
+}
+
+// writeCommandsTable writes the rows that ran, in order, and for each
+// fsync setting the durable row and the skeleton against the baseline.
+func writeCommandsTable(out io.Writer, names []string, results map[string]benchResult) {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "commands, %d senders waiting for their results, same run:\n", benchSenders)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "row\tcmds/s\tp50 ms\tp99 ms\tcpu ms/cmd\tof which postgres\t")
+	for _, n := range names {
+		if r, ok := results[n]; ok {
+			fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, r.rate, r.p50, r.p99, r.cpu, r.pgCPU)
+		}
+	}
+	_ = w.Flush()
+	for _, setting := range []string{"", fsyncOff} {
+		js, ours, skel := results[setting+rowJetStream], results[setting+rowDurable], results[setting+rowSkeleton]
+		if js.rate == 0 || ours.rate == 0 || skel.rate == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "%sdurable/jetstream %.2f×  skeleton/jetstream %.2f×  durable/skeleton %.2f× (cmds/s); cpu/cmd durable/skeleton %.1f×\n",
+			setting, ours.rate/js.rate, skel.rate/js.rate, ours.rate/skel.rate, ours.cpu/skel.cpu)
 	}
 }
 
@@ -135,9 +229,10 @@ func benchFsync(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "fsync-ms")
 }
 
-// measure runs b.N operations over benchSenders concurrent senders and
-// reports the rate and the latency percentiles of op.
-func measure(b *testing.B, op benchOp) {
+// measure runs b.N operations over benchSenders concurrent senders,
+// reports the rate, the latency percentiles and the CPU per command of op,
+// and returns them; ok is false when nothing was measured.
+func measure(b *testing.B, op benchOp) (r benchResult, ok bool) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -145,6 +240,7 @@ func measure(b *testing.B, op benchOp) {
 	latencies := make([][]time.Duration, benchSenders)
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0, pg0 := treeCPU()
 	start := time.Now()
 	for s := range benchSenders {
 		wg.Go(func() {
@@ -160,18 +256,88 @@ func measure(b *testing.B, op benchOp) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, pg1 := treeCPU()
 	b.StopTimer()
 	all := slices.Concat(latencies...)
 	if len(all) == 0 {
-		return
+		return r, false
 	}
 	slices.Sort(all)
 	pct := func(p float64) float64 {
 		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
 	}
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	n := float64(len(all))
+	// A process caught exiting, before its parent collects its times,
+	// counts for nothing at the end: never less than zero.
+	r = benchResult{rate: n / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99),
+		cpu: max(0, cpu1-cpu0) * 1000 / n, pgCPU: max(0, pg1-pg0) * 1000 / n}
+	b.ReportMetric(r.rate, "cmds/s")
+	b.ReportMetric(r.p50, "p50-ms")
+	b.ReportMetric(r.p99, "p99-ms")
+	b.ReportMetric(r.cpu, "cpu-ms/cmd")
+	b.ReportMetric(r.pgCPU, "pg-cpu-ms/cmd")
+	return r, true
+}
+
+// treeCPU returns the CPU seconds (user and system) spent so far by this
+// process and its descendants, and by the Postgres servers among them
+// (postmaster and backends), read from /proc; zero where there is none.
+// It counts a process's waited-for children too (cutime, cstime), so a
+// backend that exits during a row still counts, through its postmaster.
+// This process holds the senders, the embedded NATS server and the
+// workers; the Postgres servers of earlier rows, idle, count as well.
+func treeCPU() (all, postgres float64) {
+	type proc struct {
+		ppid int
+		pg   bool
+		cpu  float64
+	}
+	procs := map[int]proc{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime stime cutime cstime; comm may
+		// hold spaces.
+		s := string(raw)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || end+2 > len(s) {
+			continue
+		}
+		f := strings.Fields(s[end+2:])
+		if len(f) < 15 {
+			continue
+		}
+		var ticks float64
+		for _, v := range f[11:15] {
+			t, _ := strconv.ParseFloat(v, 64)
+			ticks += t
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		procs[pid] = proc{ppid: ppid, pg: strings.HasPrefix(s[open+1:end], "postgres"), cpu: ticks / 100} // USER_HZ
+	}
+	self := os.Getpid()
+	for pid, p := range procs {
+		for q := pid; q > 1; q = procs[q].ppid {
+			if q == self {
+				all += p.cpu
+				if p.pg {
+					postgres += p.cpu
+				}
+				break
+			}
+			if _, ok := procs[q]; !ok {
+				break
+			}
+		}
+	}
+	return all, postgres
 }
 
 func benchNATSRequest(b testing.TB) benchOp {
