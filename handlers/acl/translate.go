@@ -147,7 +147,9 @@ func translate(ev protocol.RawEvent) (translation, error) {
 		return translation{
 			activity: item(domain.ActivityMessage, "Message delivered to the agent", string(ev.Data)),
 			// A message delivered to an Idle or Interrupted session starts
-			// its next turn; to a running one, BeginTurn is refused harmlessly.
+			// its next turn; to a running one it joins the turn, and
+			// Handle leaves BeginTurn out when marking it delivered saw
+			// the session running.
 			commands: []outgoing{
 				{aggregate: domain.AggregateQueue, name: command.MarkDelivered, data: command.MessageData{MessageID: id}},
 				sessionCmd(command.BeginTurn, nil),
