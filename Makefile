@@ -113,8 +113,8 @@ chaos: deps
 # sessions and messages held per steered session (comma-separated), and
 # whether a row runs with a write transaction held open elsewhere.
 STEERING_SAMPLES  ?= 200
-STEERING_SESSIONS ?= 10,100
-STEERING_HISTORY  ?= 0,100
+STEERING_SESSIONS ?= 10,1000
+STEERING_HISTORY  ?= 0,1000
 STEERING_HOLD_TX  ?= 1
 # Requests per row of the commands-over-HTTP benchmark: up to 20 per
 # session (200 sessions) stay within each session's rate limit burst.

@@ -186,7 +186,7 @@ func writeCommandsTable(out io.Writer, names []string, results map[string]benchR
 	if len(results) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "commands, %d senders waiting for their results, same run:\n", benchSenders)
+	fmt.Fprintf(out, "commands, %d senders waiting for their results, beside the skeleton (same run):\n", benchSenders)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "row\tcmds/s\tp50 ms\tp99 ms\tcpu ms/cmd\tof which postgres\t")
 	for _, n := range names {
