@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentbus/agentbus/internal/proccpu"
 )
 
 // httpSessions and httpClients shape BenchmarkCommandsHTTP.
@@ -179,63 +180,18 @@ func cpuSum(cpu map[string]float64) float64 {
 
 // processCPU returns the CPU seconds (user and system) spent so far by this
 // process ("up") and by the servers it started, Postgres (every backend)
-// and Redis, read from /proc; empty where there is no /proc. Backends that
-// already exited are not counted: the stack keeps its connections open.
+// and Redis. Backends that already exited are not counted: the stack keeps
+// its connections open.
 func processCPU() map[string]float64 {
-	type proc struct {
-		ppid int
-		name string
-		cpu  float64
-	}
-	procs := map[int]proc{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime, comm may hold spaces.
-		s := string(raw)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || end+2 > len(s) {
-			continue
-		}
-		f := strings.Fields(s[end+2:])
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		procs[pid] = proc{ppid: ppid, name: s[open+1 : end], cpu: (utime + stime) / 100} // USER_HZ
-	}
-	self := os.Getpid()
 	out := map[string]float64{}
-	for pid, p := range procs {
-		var name string
+	for _, p := range proccpu.Tree() {
 		switch {
-		case pid == self:
-			name = "up"
-		case strings.HasPrefix(p.name, "postgres"):
-			name = "postgres"
-		case strings.HasPrefix(p.name, "redis"):
-			name = "redis"
-		default:
-			continue
-		}
-		// Only this process's own servers: descendants of it.
-		for q := pid; q > 1; q = procs[q].ppid {
-			if q == self {
-				out[name] += p.cpu
-				break
-			}
-			if _, ok := procs[q]; !ok {
-				break
-			}
+		case p.Self:
+			out["up"] += p.CPU
+		case strings.HasPrefix(p.Name, "postgres"):
+			out["postgres"] += p.CPU
+		case strings.HasPrefix(p.Name, "redis"):
+			out["redis"] += p.CPU
 		}
 	}
 	return out

@@ -29,6 +29,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/internal/proccpu"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/migrations"
 	"github.com/agentbus/agentbus/outbox"
@@ -281,60 +282,15 @@ func measure(b *testing.B, op benchOp) (r benchResult, ok bool) {
 
 // treeCPU returns the CPU seconds (user and system) spent so far by this
 // process and its descendants, and by the Postgres servers among them
-// (postmaster and backends), read from /proc; zero where there is none.
-// It counts a process's waited-for children too (cutime, cstime), so a
-// backend that exits during a row still counts, through its postmaster.
-// This process holds the senders, the embedded NATS server and the
-// workers; the Postgres servers of earlier rows, idle, count as well.
+// (postmaster and backends). It counts a process's waited-for children
+// too, so a backend that exits during a row still counts, through its
+// postmaster. This process holds the senders, the embedded NATS server and
+// the workers; the Postgres servers of earlier rows, idle, count as well.
 func treeCPU() (all, postgres float64) {
-	type proc struct {
-		ppid int
-		pg   bool
-		cpu  float64
-	}
-	procs := map[int]proc{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime cutime cstime; comm may
-		// hold spaces.
-		s := string(raw)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || end+2 > len(s) {
-			continue
-		}
-		f := strings.Fields(s[end+2:])
-		if len(f) < 15 {
-			continue
-		}
-		var ticks float64
-		for _, v := range f[11:15] {
-			t, _ := strconv.ParseFloat(v, 64)
-			ticks += t
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		procs[pid] = proc{ppid: ppid, pg: strings.HasPrefix(s[open+1:end], "postgres"), cpu: ticks / 100} // USER_HZ
-	}
-	self := os.Getpid()
-	for pid, p := range procs {
-		for q := pid; q > 1; q = procs[q].ppid {
-			if q == self {
-				all += p.cpu
-				if p.pg {
-					postgres += p.cpu
-				}
-				break
-			}
-			if _, ok := procs[q]; !ok {
-				break
-			}
+	for _, p := range proccpu.Tree() {
+		all += p.CPU + p.Waited
+		if strings.HasPrefix(p.Name, "postgres") {
+			postgres += p.CPU + p.Waited
 		}
 	}
 	return all, postgres
