@@ -135,6 +135,10 @@ func BenchmarkCommandsHTTP(b *testing.B) {
 		per := func(d float64) float64 { return d / float64(b.N) }
 		b.ReportMetric(per(float64(after.jsStored-before.jsStored)), "js-msgs/req")
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/req")
+		b.ReportMetric(per(float64(after.pgStatements-before.pgStatements)), "pg-statements/req")
+		if before.diskFlushes >= 0 && after.diskFlushes >= 0 {
+			b.ReportMetric(per(float64(after.diskFlushes-before.diskFlushes)), "disk-flushes/req")
+		}
 		b.ReportMetric(per(float64(after.pgTuples-before.pgTuples)), "pg-rows/req")
 		results["POST enqueue (ours)"] = r
 	})

@@ -23,8 +23,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentbus/agentbus/internal/testenv"
 )
 
 // skeleton is the pipeline a steering message takes through `up`, built
@@ -155,7 +153,7 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 	// A tiny table for the aggregate and one for the outbox, in a database
 	// of its own on the stack's Postgres server: the server's disk and WAL
 	// are shared, the stack's counts of transactions and rows are not.
-	dbURL := testenv.PostgresURL(b)
+	dbURL := benchDatabase(b, false)
 	var err error
 	s.pool, err = pgxpool.New(ctx, dbURL+fmt.Sprintf("%spool_max_conns=%d", sep(dbURL), skeletonConcurrency+1))
 	require.NoError(b, err)

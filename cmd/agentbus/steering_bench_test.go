@@ -110,7 +110,7 @@ func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
 	b.Setenv("AGENTBUS_ENGINE", "")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	natsPort, redisPort := freePort(b), freePort(b)
-	dbURL := testenv.PostgresURL(b)
+	dbURL := benchDatabase(b, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -326,8 +326,12 @@ func (st *steeringStack) settle(b *testing.B) {
 type counters struct {
 	jsStored      uint64 // messages stored on every stream
 	pgXacts       int64  // Postgres transactions
+	pgStatements  int64  // Postgres statements, BEGIN and COMMIT included
 	pgTuples      int64  // rows inserted, updated and deleted
 	redisCommands int64
+	// diskFlushes are the flushes the disk completed (see diskFlushes):
+	// the fsyncs of JetStream and Redis, and anything else on the machine.
+	diskFlushes int64
 }
 
 func (st *steeringStack) counters(b *testing.B) counters {
@@ -345,6 +349,9 @@ func (st *steeringStack) counters(b *testing.B) counters {
 	require.NoError(b, conn.QueryRow(st.ctx, `
 		SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted
 		FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.pgXacts, &c.pgTuples))
+	c.pgStatements, err = pgStatements(st.ctx, conn)
+	require.NoError(b, err)
+	c.diskFlushes = diskFlushes(st.dataDir)
 	info, err := st.rdb.Info(st.ctx, "stats").Result()
 	require.NoError(b, err)
 	for _, line := range strings.Split(info, "\n") {
@@ -430,8 +437,9 @@ func quantiles(lat []time.Duration) (p50, p99, mx float64) {
 // the server. Each row prints p50/p99/max beside a bare Redis XADD→XREAD
 // and a JetStream publish→ack round trip measured in the same run, and
 // what the stack did per message: JetStream messages stored, Postgres
-// transactions and rows written, Redis commands (the benchmark's own as
-// the sidecar left out), and the p50/p99 of each hop of the way (see
+// transactions, statements and rows written, Redis commands (the
+// benchmark's own as the sidecar left out), flushes of the disk, and the
+// p50/p99 of each hop of the way (see
 // hopNames: api, commands worker, sending to the sidecar, relay), which
 // add up to the total, and of the event's publication; the worker and
 // relay hops are split further into the store of the message they take,
@@ -526,6 +534,10 @@ func BenchmarkSteering(b *testing.B) {
 		}
 		b.ReportMetric(per(float64(after.jsStored-before.jsStored)), "js-stored/msg")
 		b.ReportMetric(per(float64(after.pgXacts-before.pgXacts)), "pg-xacts/msg")
+		b.ReportMetric(per(float64(after.pgStatements-before.pgStatements)), "pg-statements/msg")
+		if before.diskFlushes >= 0 && after.diskFlushes >= 0 {
+			b.ReportMetric(per(float64(after.diskFlushes-before.diskFlushes)), "disk-flushes/msg")
+		}
 		b.ReportMetric(per(float64(after.pgTuples-before.pgTuples)), "pg-rows/msg")
 		b.ReportMetric(per(float64(after.redisCommands-before.redisCommands)), "redis-cmds/msg")
 		b.ReportMetric(row.skel50, "skel-p50-ms")

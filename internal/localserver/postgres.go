@@ -32,6 +32,8 @@ type PostgresConfig struct {
 	Durable bool
 	// Log receives the server's output; nil discards it.
 	Log *os.File
+	// Settings are more server settings, each name=value.
+	Settings []string
 }
 
 // Postgres is a running private Postgres server.
@@ -85,6 +87,9 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	if !cfg.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, s := range cfg.Settings {
+		args = append(args, "-c", s)
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	// Pdeathsig makes sure the server does not outlive us if we are killed.
