@@ -78,6 +78,8 @@ type skeleton struct {
 	// each one (see skeleton).
 	relays  bool
 	confirm atomic.Bool
+	// dir is on the disk the servers write to (see diskFlushes).
+	dir string
 
 	inbox   string
 	mu      sync.Mutex
@@ -130,7 +132,7 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 	// Its own context ends first when the benchmark does, so that what its
 	// goroutines still do then is not reported as a failure.
 	ctx, cancel := context.WithCancel(st.ctx)
-	s := &skeleton{nc: st.nc, js: st.js, token: st.token, own: &st.own, inbox: st.nc.NewRespInbox(),
+	s := &skeleton{nc: st.nc, js: st.js, token: st.token, own: &st.own, inbox: st.nc.NewRespInbox(), dir: st.dataDir,
 		waiting: map[uuid.UUID]chan struct{}{}, got: make(chan delivery, 1024),
 		parser: jwt.NewParser(jwt.WithExpirationRequired(), jwt.WithValidMethods([]string{"HS256"}))}
 	if relay {
@@ -573,9 +575,13 @@ func (s *skeleton) measure(b *testing.B, row *steeringRow) {
 		s.steer(b, i)
 	}
 	confirmed := make([]time.Duration, 0, b.N)
+	flushes := diskFlushes(s.dir)
 	for i := range b.N {
 		_, d := s.steer(b, i)
 		confirmed = append(confirmed, d)
+	}
+	if after := diskFlushes(s.dir); flushes >= 0 && after >= 0 {
+		b.ReportMetric(float64(after-flushes)/float64(b.N), "skel+confirm-disk-flushes/msg")
 	}
 	row.skelC50, row.skelC99, row.skelCMax = quantiles(confirmed)
 	b.ReportMetric(row.skelC50, "skel+confirm-p50-ms")
