@@ -7,56 +7,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/migrations"
 )
 
-// The Postgres server of this process's benchmarks, started on first use:
-// set up as the tests' (fsync off, since the data is thrown away), with
-// pg_stat_statements, so that a benchmark can count the statements the
-// stack runs.
-var (
-	benchPGOnce sync.Once
-	benchPG     *localserver.Postgres
-	benchPGErr  error
-	benchDBs    atomic.Int64
-)
-
-// benchDatabase returns the URL of a new database on the benchmarks'
-// Postgres server, migrated when migrate, with pg_stat_statements.
-func benchDatabase(b *testing.B, migrate bool) string {
+// benchDatabase returns the URL of a fresh, migrated database on the tests'
+// Postgres server, with pg_stat_statements, so that a benchmark can count
+// the statements the stack runs (see pgStatements).
+func benchDatabase(b *testing.B) string {
 	ctx := context.Background()
-	benchPGOnce.Do(func() {
-		dir, err := testenv.TempDir("bench-pg")
-		if err != nil {
-			benchPGErr = err
-			return
-		}
-		port, err := localserver.FreePort()
-		if err != nil {
-			benchPGErr = err
-			return
-		}
-		benchPG, benchPGErr = localserver.StartPostgres(ctx, localserver.PostgresConfig{
-			Dir: filepath.Join(dir, "data"), Port: port, Settings: []string{"shared_preload_libraries=pg_stat_statements"}})
-	})
-	require.NoError(b, benchPGErr)
-	name := fmt.Sprintf("bench%d", benchDBs.Add(1))
-	require.NoError(b, benchPG.CreateDatabase(ctx, name))
-	url := benchPG.URL(name)
-	if migrate {
-		_, err := migrations.Apply(ctx, url)
-		require.NoError(b, err)
-	}
+	url := testenv.PostgresURL(b)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(b, err)
 	defer conn.Close(ctx)

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -155,7 +156,7 @@ func startSkeleton(b *testing.B, st *steeringStack, sessions int, relay bool) *s
 	// A tiny table for the aggregate and one for the outbox, in a database
 	// of its own on the stack's Postgres server: the server's disk and WAL
 	// are shared, the stack's counts of transactions and rows are not.
-	dbURL := benchDatabase(b, false)
+	dbURL := testenv.PostgresURL(b)
 	var err error
 	s.pool, err = pgxpool.New(ctx, dbURL+fmt.Sprintf("%spool_max_conns=%d", sep(dbURL), skeletonConcurrency+1))
 	require.NoError(b, err)

@@ -110,7 +110,7 @@ func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
 	b.Setenv("AGENTBUS_ENGINE", "")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	natsPort, redisPort := freePort(b), freePort(b)
-	dbURL := benchDatabase(b, true)
+	dbURL := benchDatabase(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -94,7 +94,10 @@ func startPostgres() {
 		pgErr = err
 		return
 	}
-	pgServer, pgErr = localserver.StartPostgres(ctx, localserver.PostgresConfig{Dir: filepath.Join(dir, "data"), Port: port})
+	// pg_stat_statements lets a benchmark count the statements it made
+	// the stack run.
+	pgServer, pgErr = localserver.StartPostgres(ctx, localserver.PostgresConfig{Dir: filepath.Join(dir, "data"), Port: port,
+		Settings: []string{"shared_preload_libraries=pg_stat_statements"}})
 	if pgErr != nil {
 		return
 	}
