@@ -193,3 +193,13 @@ func (c RunnerConfig) Validate() error {
 
 // BySubject is an OrderKey that keeps the messages of each subject in order.
 func BySubject(m jetstream.Msg) string { return m.Subject() }
+
+// BySidecarSession is an OrderKey that keeps the messages of each session
+// in order, on the subjects agents.sidecar.<sessionId>.…
+func BySidecarSession(m jetstream.Msg) string {
+	parts := strings.SplitN(m.Subject(), ".", 4)
+	if len(parts) < 3 {
+		return m.Subject()
+	}
+	return parts[2]
+}

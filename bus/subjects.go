@@ -1,5 +1,7 @@
 package bus
 
+import "strings"
+
 // Stream names, as defined in nats/streams.
 const (
 	// StreamCommands holds agents.cmd.<aggregate>.<command> (work queue).
@@ -22,6 +24,24 @@ func CommandSubject(aggregate, command string) string {
 // EventSubject returns agents.evt.<aggregate>.<aggregateID>.<event>.
 func EventSubject(aggregate, aggregateID, event string) string {
 	return "agents.evt." + aggregate + "." + aggregateID + "." + event
+}
+
+// EventAggregateID returns the aggregate id of a subject EventSubject
+// wrote, and false for a subject of another form.
+func EventAggregateID(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "agents.evt.")
+	if !ok {
+		return "", false
+	}
+	_, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	id, event, ok := strings.Cut(rest, ".")
+	if !ok || id == "" || event == "" || strings.Contains(event, ".") {
+		return "", false
+	}
+	return id, true
 }
 
 // SidecarEventSubject returns agents.sidecar.<sessionID>.events.<typ>.

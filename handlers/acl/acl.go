@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,17 +84,8 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		// lane while writes are slow.
 		Concurrency: 256,
 		LaneBuffer:  64,
-		OrderKey:    sessionOf,
+		OrderKey:    bus.BySidecarSession,
 	})
-}
-
-// sessionOf returns the session token of agents.sidecar.<id>.events.<type>.
-func sessionOf(m jetstream.Msg) string {
-	parts := strings.SplitN(m.Subject(), ".", 4)
-	if len(parts) < 3 {
-		return m.Subject()
-	}
-	return parts[2]
 }
 
 // Handle records one raw event and dispatches its commands. A raw event

@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,20 +60,11 @@ func (w *Transcript) Run(ctx context.Context, js jetstream.JetStream) error {
 		// The events that wait in a lane are projected in one transaction
 		// (see HandleBatch): the busier the sessions, the fewer commits.
 		LaneBuffer: 64,
-		OrderKey:   sessionOf,
+		OrderKey:   bus.BySidecarSession,
 		// A database restart must not let a session's later events be
 		// projected before the one that failed.
 		RetryInOrder: true,
 	})
-}
-
-// sessionOf returns the session token of agents.sidecar.<id>.events.<type>.
-func sessionOf(m jetstream.Msg) string {
-	parts := strings.SplitN(m.Subject(), ".", 4)
-	if len(parts) < 3 {
-		return m.Subject()
-	}
-	return parts[2]
 }
 
 // event is one raw event as the projection sees it.

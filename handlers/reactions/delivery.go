@@ -2,7 +2,6 @@ package reactions
 
 import (
 	"context"
-	"strings"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
@@ -62,7 +61,7 @@ func (d Delivery) Run(ctx context.Context) error {
 // subject (bus.EventSubject), so the key is read there, without decoding
 // the event; the envelope is decoded only for a subject of another form.
 func sessionKey(m jetstream.Msg) string {
-	if id, ok := eventSubjectID(m.Subject()); ok {
+	if id, ok := bus.EventAggregateID(m.Subject()); ok {
 		return id
 	}
 	env, err := bus.DecodeEnvelope(m.Data())
@@ -72,30 +71,13 @@ func sessionKey(m jetstream.Msg) string {
 	return env.AggregateID
 }
 
-// eventSubjectID returns the aggregate id of agents.evt.<aggregate>.<id>.<event>.
-func eventSubjectID(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, "agents.evt.")
-	if !ok {
-		return "", false
-	}
-	_, rest, ok = strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
-	id, event, ok := strings.Cut(rest, ".")
-	if !ok || id == "" || event == "" || strings.Contains(event, ".") {
-		return "", false
-	}
-	return id, true
-}
-
 // Handle sends every pending message the session's current status takes.
 // A message is always sent under the same command id, so one sent before
 // is not written to the sidecar twice.
 //
 // An enqueued message's event carries the message and the status the
 // session had when it committed, which the session keeps until then (see
-// postgres.Queues.HoldStatus): an Immediate message enqueued while the
+// postgres.Queues.LoadHolding): an Immediate message enqueued while the
 // session ran is steering, the case that must be fast, and it is sent from
 // the event alone; a message that status does not take is left to the
 // status change that will take it, which reads the queue after this
