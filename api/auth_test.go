@@ -144,6 +144,32 @@ func TestIssuerAndAudience(t *testing.T) {
 	assert.Equal(t, 200, api.Get("/test/me", signed(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "a", "exp": exp, "iss": "https://id.example", "aud": "agentbus"})).Code)
 	assert.Equal(t, 401, api.Get("/test/me", signed(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "a", "exp": exp, "iss": "https://evil.example", "aud": "agentbus"})).Code)
 	assert.Equal(t, 401, api.Get("/test/me", signed(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "a", "exp": exp, "iss": "https://id.example"})).Code)
+
+	// NewToken's options sign what the configured API requires; the
+	// tokens that lack a claim or carry another value are 401.
+	tests := map[string]struct {
+		opts   []TokenOption
+		status int
+	}{
+		"issuer and audience":    {[]TokenOption{WithIssuer("https://id.example"), WithAudience("agentbus")}, 200},
+		"neither":                {nil, 401},
+		"no audience":            {[]TokenOption{WithIssuer("https://id.example")}, 401},
+		"no issuer":              {[]TokenOption{WithAudience("agentbus")}, 401},
+		"another issuer":         {[]TokenOption{WithIssuer("https://evil.example"), WithAudience("agentbus")}, 401},
+		"another audience":       {[]TokenOption{WithIssuer("https://id.example"), WithAudience("billing")}, 401},
+		"empty options set none": {[]TokenOption{WithIssuer(""), WithAudience("")}, 401},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			tok, err := NewToken(testSecret, "a", time.Hour, tt.opts...)
+			require.NoError(t, err)
+			resp := api.Get("/test/me", "Authorization: Bearer "+tok)
+			require.Equal(t, tt.status, resp.Code, resp.Body.String())
+			if tt.status == 401 {
+				assert.Equal(t, "unauthorized", decodeProblem(t, resp.Body.Bytes())["kind"])
+			}
+		})
+	}
 }
 
 func TestJWKSAuth(t *testing.T) {

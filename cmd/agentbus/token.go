@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"time"
-
-	"github.com/agentbus/agentbus/api"
 )
 
 // runToken prints a bearer token for a user, signed with the secret the api
@@ -21,7 +19,8 @@ func runToken(_ context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: agentbus token --user <id> [--ttl 24h] [--data-dir .agentbus | --dev]\n\n"+
 			"Prints an HS256 bearer token signed with $AGENTBUS_JWT_SECRET, or, when it is unset, with the\n"+
-			"secret `agentbus up` generated in its data directory (or, with --dev, the public development secret).")
+			"secret `agentbus up` generated in its data directory (or, with --dev, the public development secret).\n"+
+			"It carries the iss and aud $AGENTBUS_JWT_ISSUER and $AGENTBUS_JWT_AUDIENCE set, which the API then requires.")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -39,7 +38,7 @@ func runToken(_ context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	tok, err := api.NewToken(secret, *user, *ttl)
+	tok, err := signToken(secret, *user, *ttl)
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	srv := &http.Server{Addr: cfg.httpAddr, Handler: withMetrics(withUI(apiServer), reg), ReadHeaderTimeout: 10 * time.Second}
-	token, err := api.NewToken(secret, devUserID, 30*24*time.Hour)
+	token, err := signToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err
 	}
