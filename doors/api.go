@@ -13,12 +13,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // API reaches the HTTP API's operations as one caller.
@@ -146,11 +149,12 @@ type Error struct {
 
 // Error kinds a door gives of its own; they are the API's.
 const (
-	KindValidation  = "validation"
-	KindConflict    = "conflict"
-	KindNotFound    = "not_found"
-	KindRateLimited = "rate_limited"
-	KindInternal    = "internal"
+	KindValidation   = "validation"
+	KindConflict     = "conflict"
+	KindNotFound     = "not_found"
+	KindUnauthorized = "unauthorized"
+	KindRateLimited  = "rate_limited"
+	KindInternal     = "internal"
 )
 
 func (e *Error) Error() string { return e.Kind + ": " + e.Message }
@@ -218,3 +222,16 @@ func Do(ctx context.Context, a API, method, path string, body, out any) error {
 
 // Millis is a time as Unix milliseconds, the timestamp of both protocols.
 func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// Authenticate reports whether the API accepts a's credentials, as every
+// operation would: it asks for the session with the nil id, which no one
+// has, so an accepted caller gets not_found and a refused one the API's
+// unauthorized error.
+func Authenticate(ctx context.Context, a API) error {
+	err := Do(ctx, a, http.MethodGet, "/api/agents/sessions/"+uuid.Nil.String(), nil, nil)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindNotFound {
+		return nil
+	}
+	return err
+}

@@ -26,7 +26,9 @@ func TestTokenCarriesTheConfiguredIssuerAndAudience(t *testing.T) {
 	t.Cleanup(srv.Close)
 	user := uuid.NewString()
 
-	tok := captureStdout(t, func() error { return runToken(context.Background(), []string{"--user", user, "--data-dir", t.TempDir()}) })
+	tok := captureStdout(t, func() error {
+		return runToken(context.Background(), []string{"--user", user, "--data-dir", t.TempDir()})
+	})
 	var claims jwt.RegisteredClaims
 	_, err = jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return []byte("s3cret"), nil })
 	require.NoError(t, err)

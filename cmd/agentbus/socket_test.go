@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,6 +46,30 @@ func dialSocket(t *testing.T, path string) *socketClient {
 	}()
 	t.Cleanup(func() { _ = c.Close() })
 	return s
+}
+
+// dialAs connects and authenticates with token.
+func dialAs(t *testing.T, path, token string) *socketClient {
+	t.Helper()
+	c := dialSocket(t, path)
+	m := c.call("authenticate", map[string]any{"type": "authenticate", "token": token})
+	require.Equal(t, "authenticated", m.Type, m.Raw)
+	return c
+}
+
+// closedLog reports whether the other side closed the connection.
+func closedLog(l *msgLog) func(doorMsg) bool {
+	return func(doorMsg) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.closed != nil
+	}
+}
+
+// authLine is the authenticate message of token, as a line.
+func authLine(token string) string {
+	raw, _ := json.Marshal(map[string]any{"type": "authenticate", "token": token})
+	return string(raw)
 }
 
 func (s *socketClient) send(msg map[string]any) {
@@ -85,16 +110,25 @@ func staleSocket(t *testing.T, path string) {
 	require.NoError(t, err, "the stale file is there")
 }
 
+// mappedUID is the uid up maps to a user of its own in the socket tests;
+// otherUID is a uid mapped to no one.
+const (
+	mappedUID = 65534
+	otherUID  = 65533
+)
+
 // TestLocalSocketMultiplexesSessions drives script-engine sessions
-// through up's local NDJSON socket, as seed 002's desktop app would.
+// through up's local NDJSON socket, as seed 002's desktop app would. The
+// socket acts for no default user: a connection acts for the user of the
+// token it authenticates with, or for the user its uid is mapped to.
 func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	dir, err := testenv.TempDir("socket")
 	require.NoError(t, err)
 	path := filepath.Join(dir, "agent.sock")
 	staleSocket(t, path)
-	user := uuid.NewString()
+	user, mappedUser := uuid.NewString(), uuid.NewString()
 	t.Setenv("AGENTBUS_DOOR_MAX_SESSIONS", "4")
-	u := startUpWithRuntime(t, "--socket", path, "--socket-user", user)
+	u := startUpWithRuntime(t, "--socket", path, "--socket-user-for-uid", fmt.Sprintf("%d=%s", mappedUID, mappedUser))
 	token, err := api.NewToken(runtimeSecret, user, time.Hour)
 	require.NoError(t, err)
 	owner := &uptest.Client{T: t, Base: u.base, Token: token, Redis: u.redis, Wait: 2 * wait}
@@ -104,7 +138,39 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	assert.NotZero(t, fi.Mode()&os.ModeSocket, "a socket replaced the stale file")
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
-	c := dialSocket(t, path)
+	t.Run("a connection without a valid token is refused and closed", func(t *testing.T) {
+		expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: user,
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Hour))}).SignedString([]byte(runtimeSecret))
+		require.NoError(t, err)
+		forged, err := api.NewToken("another-secret", user, time.Hour)
+		require.NoError(t, err)
+		tests := []struct {
+			name, first, message string
+		}{
+			{"no token, a command first", `{"type":"start_session","sessionId":"x","prompt":"Say hello","cwd":"x","budgetCapUsd":1}`, `{"type":"authenticate","token":"<bearer token>"}`},
+			{"an empty token", `{"type":"authenticate","token":""}`, "authenticate needs a token"},
+			{"an expired token", authLine(expired), "token is expired"},
+			{"a token of another secret", authLine(forged), "signature is invalid"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c := dialSocket(t, path)
+				c.sendLine([]byte(tt.first))
+				m := c.waitFor("the refusal", of("error", ""))
+				assert.Equal(t, "unauthorized", m.field("kind"))
+				assert.Contains(t, m.field("message"), tt.message)
+				c.waitFor("the end of the connection", closedLog(c.msgLog))
+				assert.Len(t, c.all(), 1, "nothing but the refusal")
+			})
+		}
+		var list struct {
+			Total int `json:"total"`
+		}
+		owner.Must(http.MethodGet, "/api/agents/sessions", nil, &list)
+		assert.Zero(t, list.Total, "no session was started")
+	})
+
+	c := dialAs(t, path, token)
 	start := func(name, prompt string, extra map[string]any) string {
 		msg := map[string]any{"type": "start_session", "sessionId": name, "prompt": prompt, "cwd": "sock-" + name, "budgetCapUsd": 5}
 		for k, v := range extra {
@@ -186,14 +252,14 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	})
 
 	t.Run("resume_session picks up after the last event id, missing nothing and repeating nothing", func(t *testing.T) {
-		again := dialSocket(t, path)
+		again := dialAs(t, path, token)
 		m := again.mustCall("resume", map[string]any{"type": "resume_session", "sessionId": "p", "agentbusSessionId": permission, "lastEventId": lastSeen})
 		assert.Equal(t, "resumed", m.field("status"))
 		end := again.waitFor("the result", of("result", "p"))
 		denied := again.waitFor("the denied result", of("tool_result", "p", "Session closed"))
 		assert.Contains(t, denied.Raw, `"isError":true`)
 
-		whole := dialSocket(t, path)
+		whole := dialAs(t, path, token)
 		whole.mustCall("all", map[string]any{"type": "resume_session", "sessionId": "p", "agentbusSessionId": permission})
 		whole.waitFor("the same result", func(m doorMsg) bool { return m.EventID == end.EventID })
 		var joined, all []uint64
@@ -211,7 +277,7 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	})
 
 	t.Run("too many lines at once are answered rate_limited", func(t *testing.T) {
-		flood := dialSocket(t, path)
+		flood := dialAs(t, path, token)
 		for range 100 {
 			flood.sendLine([]byte(`{"type":"bogus"}`))
 		}
@@ -219,12 +285,53 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	})
 
 	t.Run("socat speaks the protocol", func(t *testing.T) {
-		lines := socat(t, path, nil, `{"type":"start_session","sessionId":"s","prompt":"Say hello","cwd":"socat","budgetCapUsd":5}`)
+		lines := socat(t, path, nil, authLine(token), `{"type":"start_session","sessionId":"s","prompt":"Say hello","cwd":"socat","budgetCapUsd":5}`)
 		lines.waitFor("the session's text", of("assistant_text", "s", "I'll start by looking at the project"))
 		lines.waitFor("its result", of("result", "s"))
 	})
 
-	t.Run("only the socket's owner may connect", func(t *testing.T) {
+	t.Run("a token acts for its user only", func(t *testing.T) {
+		other := uuid.NewString()
+		otherToken, err := api.NewToken(runtimeSecret, other, time.Hour)
+		require.NoError(t, err)
+		c := dialSocket(t, path)
+		m := c.call("who", map[string]any{"type": "authenticate", "token": otherToken})
+		require.Equal(t, "authenticated", m.Type, m.Raw)
+		assert.Equal(t, other, m.field("userId"))
+		m = c.call("theirs", map[string]any{"type": "resume_session", "sessionId": "p", "agentbusSessionId": permission})
+		require.Equal(t, "error", m.Type, m.Raw)
+		assert.Equal(t, "not_found", m.field("kind"), "another user's session is not there")
+		m = c.call("again", map[string]any{"type": "authenticate", "token": token})
+		require.Equal(t, "error", m.Type, m.Raw)
+		assert.Contains(t, m.field("message"), "already authenticated", "a connection keeps its user")
+		m = c.call("still", map[string]any{"type": "resume_session", "sessionId": "p2", "agentbusSessionId": permission})
+		assert.Equal(t, "not_found", m.field("kind"), m.Raw)
+	})
+
+	t.Run("a uid the operator mapped acts for its user without a token", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("connecting as another user needs root")
+		}
+		require.NoError(t, os.Chmod(filepath.Dir(path), 0o711))
+		require.NoError(t, os.Chmod(path, 0o666))
+		defer os.Chmod(path, 0o600)
+		lines := socat(t, path, &syscall.Credential{Uid: mappedUID, Gid: mappedUID},
+			`{"type":"start_session","sessionId":"m","prompt":"Say hello","cwd":"mapped","budgetCapUsd":5,"requestId":"m"}`,
+			`{"type":"resume_session","sessionId":"p","agentbusSessionId":"`+permission+`","requestId":"theirs"}`)
+		started := lines.waitFor("started", of("session_status", "m", `"status":"started"`))
+		mappedToken, err := api.NewToken(runtimeSecret, mappedUser, time.Hour)
+		require.NoError(t, err)
+		mapped := &uptest.Client{T: t, Base: u.base, Token: mappedToken, Redis: u.redis, Wait: 2 * wait}
+		var s struct {
+			ID string `json:"id"`
+		}
+		mapped.Must(http.MethodGet, "/api/agents/sessions/"+started.field("agentbusSessionId"), nil, &s)
+		assert.Equal(t, started.field("agentbusSessionId"), s.ID, "the session is the mapped user's")
+		m := lines.waitFor("the refusal", replyTo("theirs"))
+		assert.Equal(t, "not_found", m.field("kind"), "and only the mapped user's")
+	})
+
+	t.Run("only the socket's owner and the mapped uids may connect", func(t *testing.T) {
 		if os.Getuid() != 0 {
 			t.Skip("connecting as another user needs root")
 		}
@@ -234,7 +341,7 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 		defer os.Chmod(path, 0o600)
 		// It sends nothing: the refusal comes unasked, and a line written
 		// after it would only meet the closed connection.
-		lines := socat(t, path, &syscall.Credential{Uid: 65534, Gid: 65534})
+		lines := socat(t, path, &syscall.Credential{Uid: otherUID, Gid: otherUID})
 		m := lines.waitFor("the refusal", of("error", ""))
 		assert.Equal(t, "forbidden", m.field("kind"))
 		lines.waitFor("the end of the connection", func(doorMsg) bool {
@@ -246,7 +353,7 @@ func TestLocalSocketMultiplexesSessions(t *testing.T) {
 	})
 
 	t.Run("up stops while a client is connected, and closes it", func(t *testing.T) {
-		idle := dialSocket(t, path)
+		idle := dialAs(t, path, token)
 		idle.mustCall("follow", map[string]any{"type": "resume_session", "sessionId": "p", "agentbusSessionId": permission})
 		u.stop()
 		idle.waitFor("the end of the connection", func(doorMsg) bool {
@@ -295,30 +402,57 @@ func socat(t *testing.T, path string, cred *syscall.Credential, lines ...string)
 }
 
 // TestSocketCommandServesARunningDeployment runs `agentbus socket`
-// against up's API: it prints the ready line, and socat drives a session
-// through it.
+// against up's API: it prints the ready line, refuses a connection without
+// a token the API accepts, and socat drives a session through it with a
+// token; with --token-for-uid, a peer of that uid acts with
+// AGENTBUS_TOKEN without one.
 func TestSocketCommandServesARunningDeployment(t *testing.T) {
 	u := startUpWithRuntime(t, "--socket", "off")
 	dir, err := testenv.TempDir("socket-cmd")
 	require.NoError(t, err)
-	path := filepath.Join(dir, "agent.sock")
-	cmd := exec.Command(os.Args[0], "socket", "--api", u.base, "--socket", path)
-	cmd.Env = append(os.Environ(), "AGENTBUS_TOKEN="+u.token)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	first, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	assert.JSONEq(t, fmt.Sprintf(`{"status":"ready","socketPath":%q}`, path), first)
+	serve := func(name string, env []string, args ...string) string {
+		path := filepath.Join(dir, name)
+		cmd := exec.Command(os.Args[0], append([]string{"socket", "--api", u.base, "--socket", path}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		})
+		first, err := bufio.NewReader(stdout).ReadString('\n')
+		require.NoError(t, err)
+		assert.JSONEq(t, fmt.Sprintf(`{"status":"ready","socketPath":%q}`, path), first)
+		return path
+	}
+	// AGENTBUS_TOKEN in the environment gives a connection nothing.
+	path := serve("agent.sock", []string{"AGENTBUS_TOKEN=" + u.token})
 
-	lines := socat(t, path, nil, `{"type":"start_session","sessionId":"s","prompt":"Pick a database [scenario:question]","cwd":"remote","budgetCapUsd":5}`)
+	t.Run("a connection without a token the API accepts is refused", func(t *testing.T) {
+		for name, first := range map[string]string{
+			"no token":  `{"type":"start_session","sessionId":"s","prompt":"Say hello","cwd":"remote","budgetCapUsd":5}`,
+			"bad token": authLine("not.a.jwt"),
+		} {
+			lines := socat(t, path, nil, first)
+			m := lines.waitFor(name+": the refusal", of("error", ""))
+			assert.Equal(t, "unauthorized", m.field("kind"), name)
+			lines.waitFor(name+": the end of the connection", closedLog(lines))
+		}
+	})
+
+	lines := socat(t, path, nil, authLine(u.token), `{"type":"start_session","sessionId":"s","prompt":"Pick a database [scenario:question]","cwd":"remote","budgetCapUsd":5}`)
+	lines.waitFor("authenticated", func(m doorMsg) bool { return m.Type == "authenticated" })
 	started := lines.waitFor("started", of("session_status", "s", `"status":"started"`))
 	lines.waitFor("the question", of("question", "s", "Which database"))
 	u.Must(http.MethodPost, "/api/agents/sessions/"+started.field("agentbusSessionId")+"/answer", map[string]any{"answer": "SQLite"}, nil)
 	lines.waitFor("the answer's text", of("assistant_text", "s", "Going with SQLite."))
 	lines.waitFor("the result", of("result", "s"))
+
+	t.Run("a uid given --token-for-uid acts with AGENTBUS_TOKEN", func(t *testing.T) {
+		mapped := serve("mapped.sock", []string{"AGENTBUS_TOKEN=" + u.token}, "--token-for-uid", fmt.Sprint(os.Getuid()))
+		lines := socat(t, mapped, nil, `{"type":"resume_session","sessionId":"s","agentbusSessionId":"`+started.field("agentbusSessionId")+`","requestId":"r"}`)
+		m := lines.waitFor("resumed", replyTo("r"))
+		assert.Equal(t, "resumed", m.field("status"), m.Raw)
+	})
 }

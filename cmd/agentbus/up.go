@@ -37,7 +37,8 @@ type upConfig struct {
 	redisPort   int
 	workspace   string
 	socket      string
-	socketUser  string
+	// socketUsers are the users local socket peers' uids are mapped to.
+	socketUsers uidUsers
 }
 
 func runUp(ctx context.Context, args []string) error {
@@ -54,7 +55,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
 	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
 	fs.StringVar(&cfg.socket, "socket", os.Getenv("AGENTBUS_SOCKET"), "the local NDJSON socket's file (default <data-dir>/"+socketFile+"); \"off\" serves none")
-	fs.StringVar(&cfg.socketUser, "socket-user", devUserID, "the user the local socket acts for")
+	fs.Var(&cfg.socketUsers, "socket-user-for-uid", "UID=USER: a local socket peer of this uid acts for USER (a user id) without a token; repeatable. Without it, every connection authenticates with a token")
 	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
 	_ = fs.Parse(args)
@@ -254,9 +255,11 @@ func (in *infra) connectNATSWithEnvReplicas(ctx context.Context, natsURL string)
 	return in.connectNATS(ctx, natsURL, n)
 }
 
-// upSocket opens the local socket of up: it acts for --socket-user, with
-// a token signed by up's secret, on the API and the feed of this process.
-func upSocket(cfg upConfig, dataDir, secret string, apiServer http.Handler, in *infra) (*localsocket.Server, error) {
+// upSocket opens the local socket of up, on the API and the feed of this
+// process: a connection acts for the user of the token it presents,
+// verified by the API, or for the user --socket-user-for-uid maps its
+// peer's uid to (with a token signed by up's secret).
+func upSocket(cfg upConfig, dataDir, secret string, apiServer *api.Server, in *infra) (*localsocket.Server, error) {
 	path := cfg.socket
 	if path == "" {
 		path = filepath.Join(dataDir, socketFile)
@@ -265,8 +268,26 @@ func upSocket(cfg upConfig, dataDir, secret string, apiServer http.Handler, in *
 	if err != nil {
 		return nil, err
 	}
-	return serveSocket(path, doorCfg.Config, func() (doors.API, error) {
-		token, err := api.NewToken(secret, cfg.socketUser, 30*24*time.Hour)
-		return doors.InProcess{Handler: apiServer, Authorization: "Bearer " + token}, err
-	}, doors.JetStreamFeed{JS: in.JS})
+	feed := doors.JetStreamFeed{JS: in.JS}
+	as := func(user, authz string) localsocket.Caller {
+		return localsocket.Caller{UserID: user, API: doors.InProcess{Handler: apiServer, Authorization: authz}, Feed: feed}
+	}
+	creds := localsocket.Credentials{
+		Token: func(_ context.Context, token string) (localsocket.Caller, error) {
+			authz := "Bearer " + token
+			user, err := apiServer.AuthenticateBearer(authz)
+			if err != nil {
+				return localsocket.Caller{}, &doors.Error{Kind: doors.KindUnauthorized, Status: http.StatusUnauthorized, Message: err.Error()}
+			}
+			return as(user, authz), nil
+		},
+		ByUID: map[uint32]func() (localsocket.Caller, error){},
+	}
+	for uid, user := range cfg.socketUsers {
+		creds.ByUID[uid] = func() (localsocket.Caller, error) {
+			token, err := signToken(secret, user, 30*24*time.Hour)
+			return as(user, "Bearer "+token), err
+		}
+	}
+	return serveSocket(path, doorCfg.Config, creds)
 }

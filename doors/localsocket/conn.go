@@ -102,8 +102,7 @@ type Inbound struct {
 
 // serve reads lines until the client goes away; each line is carried out
 // in order, and a bad one gets an error and the connection goes on.
-func (c *conn) serve(ctx context.Context, nc net.Conn) {
-	r := bufio.NewReaderSize(nc, 4096)
+func (c *conn) serve(ctx context.Context, r *bufio.Reader) {
 	lines := make(chan []byte, 2*c.cfg.Burst)
 	done := make(chan struct{})
 	go func() {
@@ -270,6 +269,8 @@ func (c *conn) do(ctx context.Context, m Inbound) error {
 		return c.start(ctx, m)
 	case "resume_session":
 		return c.resume(ctx, m)
+	case typeAuthenticate:
+		return doors.Errorf(doors.KindValidation, "this connection is already authenticated: authenticate is only its first message")
 	}
 	id, err := c.session(m.SessionID)
 	if err != nil {

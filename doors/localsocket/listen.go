@@ -1,11 +1,16 @@
 // Package localsocket is seed 002's local door: NDJSON over a Unix domain
 // socket, one JSON object per line, many sessions per connection, each
-// named by an id the client chooses. Only the user who owns the socket
-// may connect (mode 0600, and the peer's uid checked with SO_PEERCRED);
-// every command is the HTTP API's own (doors). See docs/local-socket.md.
+// named by an id the client chooses. Only the user who owns the socket,
+// and the uids the operator mapped to users, may connect (mode 0600, and
+// the peer's uid checked with SO_PEERCRED); a connection acts for the user
+// of the bearer token its first line presents, or for the user its uid is
+// mapped to, and for nobody else: agents may run as the socket's owner,
+// so being local proves nothing. Every command is the HTTP API's own
+// (doors). See docs/local-socket.md.
 package localsocket
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,25 +33,54 @@ type Config struct {
 	// WriteTimeout bounds each write to a client; one that reads slower
 	// is disconnected. Default 10s.
 	WriteTimeout time.Duration
+	// AuthTimeout is how long a connection may take to authenticate
+	// before it is closed. Default 10s.
+	AuthTimeout time.Duration
+}
+
+// Caller is the user a connection acts for: the API called as that user,
+// and the feed the connection's sessions are read from.
+type Caller struct {
+	// UserID is the user, told to the client when known.
+	UserID string
+	API    doors.API
+	Feed   doors.Feed
+}
+
+// Credentials map a connection to a user, and nothing else does: a
+// connection that presents no valid token and whose peer's uid is not
+// mapped acts for nobody.
+type Credentials struct {
+	// Token verifies a bearer token as the HTTP API does and returns its
+	// user; a token the API refuses is a *doors.Error of kind
+	// unauthorized.
+	Token func(ctx context.Context, token string) (Caller, error)
+	// ByUID are the users the operator mapped peers' uids to: a
+	// connection from such a uid acts for its user without a token.
+	ByUID map[uint32]func() (Caller, error)
 }
 
 // Server serves the socket.
 type Server struct {
-	cfg Config
-	// caller gives the API as the socket's owner, for one connection.
-	caller func() (doors.API, error)
-	feed   doors.Feed
-	uid    uint32
-	ln     *net.UnixListener
+	cfg   Config
+	creds Credentials
+	uid   uint32
+	ln    *net.UnixListener
 }
 
 // Listen creates the socket at cfg.Path, mode 0600, owned by this
 // process's user; a stale socket file (nobody listening) is removed
-// first. Commands go to the API caller returns, feeds are read from feed.
-func Listen(cfg Config, caller func() (doors.API, error), feed doors.Feed) (*Server, error) {
+// first. Each connection acts for the user creds give it.
+func Listen(cfg Config, creds Credentials) (*Server, error) {
+	if creds.Token == nil {
+		return nil, errors.New("localsocket: Credentials.Token is required")
+	}
 	cfg.Config = cfg.Config.WithDefaults()
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = 10 * time.Second
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, err
@@ -63,7 +97,7 @@ func Listen(cfg Config, caller func() (doors.API, error), feed doors.Feed) (*Ser
 		return nil, err
 	}
 	ln.SetUnlinkOnClose(true)
-	return &Server{cfg: cfg, caller: caller, feed: feed, uid: uint32(os.Getuid()), ln: ln}, nil
+	return &Server{cfg: cfg, creds: creds, uid: uint32(os.Getuid()), ln: ln}, nil
 }
 
 // removeStale removes a socket file nobody listens on, which a process
@@ -135,16 +169,11 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	out := &writer{c: c, timeout: s.cfg.WriteTimeout}
 	uid, err := peerUID(c)
-	if err != nil || uid != s.uid {
+	byUID, mapped := s.creds.ByUID[uid]
+	if err != nil || (uid != s.uid && !mapped) {
 		slog.Warn("local socket: connection refused", "component", "localsocket", "peer_uid", uid, "err", err)
 		out.write(map[string]any{"type": "error", "kind": "forbidden", "status": 403,
-			"message": fmt.Sprintf("only the socket's owner (uid %d) may connect", s.uid)})
-		return
-	}
-	api, err := s.caller()
-	if err != nil {
-		out.write(map[string]any{"type": "error", "kind": doors.KindInternal, "message": "internal error"})
-		slog.Error("local socket: credentials", "component", "localsocket", "err", err)
+			"message": fmt.Sprintf("only the socket's owner (uid %d) and the uids mapped to a user may connect", s.uid)})
 		return
 	}
 	serverCtx := ctx
@@ -154,9 +183,21 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	// the server stops or a write fails.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
+	r := bufio.NewReaderSize(c, 4096)
+	var caller Caller
+	if mapped {
+		if caller, err = byUID(); err != nil {
+			out.write(map[string]any{"type": "error", "kind": doors.KindInternal, "message": "internal error"})
+			slog.Error("local socket: credentials", "component", "localsocket", "peer_uid", uid, "err", err)
+			return
+		}
+	} else if caller, err = s.authenticate(ctx, c, r, out); err != nil {
+		slog.Info("local socket: not authenticated", "component", "localsocket", "peer_uid", uid, "err", err)
+		return
+	}
 	conn := newConn(s.cfg, out, cancel)
-	conn.doors = doors.NewConn(ctx, s.cfg.Config, api, s.feed, conn)
-	conn.serve(ctx, c)
+	conn.doors = doors.NewConn(ctx, s.cfg.Config, caller.API, caller.Feed, conn)
+	conn.serve(ctx, r)
 	if serverCtx.Err() == nil {
 		// A client that went away cannot answer its pending permission
 		// requests: they are denied, as seed 002's agent-cli does. (When
