@@ -81,7 +81,7 @@ func (s *Server) writeTextError(ctx huma.Context, field, reason string) {
 func limitBody(ctx huma.Context, op *huma.Operation) io.Reader {
 	limit := op.MaxBodyBytes
 	if limit == 0 {
-		limit = 1024 * 1024 // Huma's default
+		limit = MaxBodyBytes
 	}
 	if limit < 0 {
 		return ctx.BodyReader()

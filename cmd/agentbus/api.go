@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/agentbus/agentbus/api"
 	agentcmd "github.com/agentbus/agentbus/command"
@@ -123,7 +121,7 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Addr: *httpAddr, Handler: withMetrics(withUI(srv), reg), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := newHTTPServer(*httpAddr, withMetrics(withUI(srv), reg))
 	slog.Info("api starting", "component", "api", "http", "http://"+*httpAddr, "nats", *natsURL)
 	if err := runComponents(ctx, []component{{"http", func(ctx context.Context) error { return serveHTTP(ctx, httpSrv) }}}); err != nil {
 		return fmt.Errorf("api: %w", err)

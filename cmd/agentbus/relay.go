@@ -66,7 +66,7 @@ func runRelay(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Addr: *httpAddr, Handler: withMetrics(mux, reg), ReadHeaderTimeout: 10 * time.Second}
+		srv := newHTTPServer(*httpAddr, withMetrics(mux, reg))
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
 	slog.Info("relay starting", "component", "relay", "relay", r.Name(), "nats", *natsURL, "http", *httpAddr)

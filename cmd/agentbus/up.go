@@ -100,7 +100,7 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: cfg.httpAddr, Handler: withMetrics(withUI(apiServer), reg), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(cfg.httpAddr, withMetrics(withUI(apiServer), reg))
 	token, err := signToken(secret, devUserID, 30*24*time.Hour)
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentbus/agentbus/bus"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
@@ -229,7 +228,7 @@ func runWorker(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Addr: *httpAddr, Handler: withMetrics(mux, reg), ReadHeaderTimeout: 10 * time.Second}
+		srv := newHTTPServer(*httpAddr, withMetrics(mux, reg))
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
 	log.Info("worker starting", "http", *httpAddr)
