@@ -21,7 +21,7 @@ type ToolDefinitionRequest struct {
 	Name        string         `json:"name" minLength:"1" maxLength:"100" doc:"The tool's name, unique among the tools it is added to." example:"search_tickets"`
 	Description string         `json:"description" minLength:"1" maxLength:"500" doc:"What the tool does, for the agent." example:"Searches the support tickets by text."`
 	InputSchema map[string]any `json:"inputSchema" doc:"The tool's input: a JSON Schema with \"type\": \"object\"."`
-	ServerURI   string         `json:"serverUri" minLength:"1" maxLength:"2048" doc:"The absolute URI of the MCP server serving the tool." example:"https://mcp.example.com/tickets"`
+	ServerURI   string         `json:"serverUri" minLength:"1" maxLength:"2048" doc:"The http or https URL of the MCP server serving the tool; not a cloud metadata service, link-local address or (unless the operator allows them) loopback or private address." example:"https://mcp.example.com/tickets"`
 }
 
 // ToolDefinition is an MCP tool of a skill or a template.
@@ -32,9 +32,15 @@ type ToolDefinition struct {
 	ServerURI   string         `json:"serverUri" doc:"The absolute URI of the MCP server serving the tool." example:"https://mcp.example.com/tickets"`
 }
 
-// toolDefinitionOf turns a request into the command's shape. The domain
-// checks the schema, so it is passed on as it came.
-func toolDefinitionOf(t ToolDefinitionRequest) (command.ToolDefinition, error) {
+// toolDefinitionOf turns a request into the command's shape, refusing a
+// server URL the agents may not be sent to (checkMCPServerURL); field
+// names the definition in the request. The domain checks the schema, so
+// it is passed on as it came.
+func (s *Server) toolDefinitionOf(field string, t ToolDefinitionRequest) (command.ToolDefinition, error) {
+	if reason := checkMCPServerURL(t.ServerURI, s.cfg.MCPAllowPrivate); reason != "" {
+		f := joinField(field, "serverUri")
+		return command.ToolDefinition{}, NewKindError(KindValidation, f+" "+reason).WithField(f)
+	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil {
 		return command.ToolDefinition{}, fmt.Errorf("api: encode input schema: %w", err)
@@ -42,16 +48,24 @@ func toolDefinitionOf(t ToolDefinitionRequest) (command.ToolDefinition, error) {
 	return command.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: schema, ServerURI: t.ServerURI}, nil
 }
 
-func toolDefinitionsOf(ts []ToolDefinitionRequest) ([]command.ToolDefinition, error) {
+// toolDefinitionsOf is toolDefinitionOf for the list field names.
+func (s *Server) toolDefinitionsOf(field string, ts []ToolDefinitionRequest) ([]command.ToolDefinition, error) {
 	out := make([]command.ToolDefinition, 0, len(ts))
-	for _, t := range ts {
-		d, err := toolDefinitionOf(t)
+	for i, t := range ts {
+		d, err := s.toolDefinitionOf(fmt.Sprintf("%s[%d]", field, i), t)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+func joinField(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
 }
 
 // toolsOf answers stored tools; their schemas were checked when added,

@@ -57,6 +57,11 @@ type Config struct {
 	// default 20.
 	QueueBurst int
 
+	// MCPAllowPrivate lets MCP servers be on loopback and private
+	// addresses (AGENTBUS_MCP_ALLOW_PRIVATE=1: tests, a local setup);
+	// cloud metadata and link-local addresses are refused regardless.
+	MCPAllowPrivate bool
+
 	// Workspace is the root of the sessions' working directories: each
 	// owner's sessions work under <Workspace>/<owner id>/. Required.
 	Workspace workspace.Root

@@ -126,13 +126,13 @@ func (s *Server) addSkillRoutes(api huma.API) {
 
 func (s *Server) createSkill(ctx context.Context, in *createSkillInput) (*createSkillOutput, error) {
 	b := in.Body
-	tools, err := toolDefinitionsOf(b.ToolDefinitions)
+	tools, err := s.toolDefinitionsOf("toolDefinitions", b.ToolDefinitions)
 	if err != nil {
 		return nil, err
 	}
 	data := command.CreateSkillData{Name: b.Name, Description: b.Description, Instructions: b.Instructions, ToolDefinitions: tools}
-	for _, sa := range b.SubAgentDefinitions {
-		tools, err := toolDefinitionsOf(sa.ToolDefinitions)
+	for i, sa := range b.SubAgentDefinitions {
+		tools, err := s.toolDefinitionsOf(fmt.Sprintf("subAgentDefinitions[%d].toolDefinitions", i), sa.ToolDefinitions)
 		if err != nil {
 			return nil, err
 		}

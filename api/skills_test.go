@@ -88,6 +88,10 @@ func TestCreateSkill(t *testing.T) {
 		"schema not object":   {with(skillBody("d"), "toolDefinitions", []any{with(toolBody("x"), "inputSchema", map[string]any{"type": "string"})}), "body.toolDefinitions[0].inputSchema"},
 		"schema invalid":      {with(skillBody("e"), "toolDefinitions", []any{with(toolBody("x"), "inputSchema", map[string]any{"type": "object", "minProperties": "two"})}), "body.toolDefinitions[0].inputSchema"},
 		"relative server URI": {with(skillBody("f"), "toolDefinitions", []any{with(toolBody("x"), "serverUri", "tickets")}), "body.toolDefinitions[0].serverUri"},
+		"metadata server URI": {with(skillBody("g"), "toolDefinitions", []any{toolBody("ok"), with(toolBody("x"), "serverUri", "http://169.254.169.254/latest")}), "body.toolDefinitions[1].serverUri"},
+		"stdio server URI":    {with(skillBody("h"), "toolDefinitions", []any{with(toolBody("x"), "serverUri", "stdio:///usr/bin/lint-mcp")}), "body.toolDefinitions[0].serverUri"},
+		"loopback subagent server URI": {with(skillBody("i"), "subAgentDefinitions", []any{map[string]any{"name": "runner", "modelId": "claude-haiku-4-5",
+			"toolDefinitions": []any{with(toolBody("x"), "serverUri", "http://localhost:9000/mcp")}}}), "body.subAgentDefinitions[0].toolDefinitions[0].serverUri"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			requireInvalid(t, st.call(t, http.MethodPost, "/api/agents/skills", c.body, alice.auth), c.location)

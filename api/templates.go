@@ -171,9 +171,10 @@ func (s *Server) addTemplateRoutes(api huma.API) {
 		})
 	register(api, humanOp("add-template-tool", http.MethodPost, "/api/agents/templates/{id}/tools", "Add an MCP tool",
 		"Registers an MCP tool for the template's sessions; its name must be new to the template, its input schema a JSON Schema "+
-			"of type object and its server URI absolute.", "Templates", commandErrors),
+			"of type object and its server URI an http or https URL that points to no cloud metadata service, link-local address, "+
+			"or (unless the operator allows them) loopback or private address.", "Templates", commandErrors),
 		func(ctx context.Context, in *addToolInput) (*templateOutput, error) {
-			tool, err := toolDefinitionOf(in.Body)
+			tool, err := s.toolDefinitionOf("", in.Body)
 			if err != nil {
 				return nil, err
 			}
@@ -212,7 +213,7 @@ func (s *Server) createTemplate(ctx context.Context, in *createTemplateInput) (*
 	if err != nil {
 		return nil, NewKindError(KindValidation, "defaultBudgetCapUsd must be a finite amount").WithField("defaultBudgetCapUsd")
 	}
-	tools, err := toolDefinitionsOf(b.CustomToolDefinitions)
+	tools, err := s.toolDefinitionsOf("customToolDefinitions", b.CustomToolDefinitions)
 	if err != nil {
 		return nil, err
 	}

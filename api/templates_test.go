@@ -86,6 +86,8 @@ func TestCreateTemplate(t *testing.T) {
 		"unknown time zone":   {with(templateBody("g"), "schedule", map[string]any{"cronExpression": "0 8 * * *", "timeZone": "Mars/Olympus", "isEnabled": true}), "body.schedule.timeZone"},
 		"schema not object":   {with(templateBody("h"), "customToolDefinitions", badTool("inputSchema", map[string]any{"type": "array"})), "body.customToolDefinitions[0].inputSchema"},
 		"relative server URI": {with(templateBody("i"), "customToolDefinitions", badTool("serverUri", "/tickets")), "body.customToolDefinitions[0].serverUri"},
+		"metadata server URI": {with(templateBody("k"), "customToolDefinitions", badTool("serverUri", "http://metadata.google.internal/computeMetadata/v1/")), "body.customToolDefinitions[0].serverUri"},
+		"private server URI":  {with(templateBody("l"), "customToolDefinitions", badTool("serverUri", "https://10.0.0.5/mcp")), "body.customToolDefinitions[0].serverUri"},
 		"blank rule pattern":  {with(templateBody("j"), "classificationRules", []any{map[string]any{"matchField": "subject", "matchPattern": " ", "classifyAs": "x"}}), "body.classificationRules.matchPattern"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -182,6 +184,7 @@ func TestTemplateCatalog(t *testing.T) {
 		requireInvalid(t, st.call(t, http.MethodPost, url(tp.ID)+"/tools", with(toolBody("x"), "inputSchema",
 			map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": 7}}}), alice.auth), "body.inputSchema")
 		requireInvalid(t, st.call(t, http.MethodPost, url(tp.ID)+"/tools", with(toolBody("x"), "serverUri", "no scheme"), alice.auth), "body.serverUri")
+		requireInvalid(t, st.call(t, http.MethodPost, url(tp.ID)+"/tools", with(toolBody("x"), "serverUri", "http://[fe80::1]/mcp"), alice.auth), "body.serverUri")
 		requireInvalid(t, st.call(t, http.MethodPost, url(tp.ID)+"/tools", with(toolBody("x"), "description", strings.Repeat("d", 501)), alice.auth), "body.description")
 		requireNotFound(t, st.call(t, http.MethodPost, url(theirs.ID)+"/tools", toolBody("mine"), alice.auth))
 
