@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/credentials"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/workspace"
@@ -173,8 +174,12 @@ func (in *infra) startPrivatePostgres(ctx context.Context, dir string, port int)
 	if err != nil {
 		return "", err
 	}
+	password, err := credentials.Password(dir, "postgres")
+	if err != nil {
+		return "", err
+	}
 	pg, err := localserver.StartPostgres(ctx, localserver.PostgresConfig{
-		Dir: filepath.Join(dir, "postgres"), Port: port, Durable: true, Log: logFile})
+		Dir: filepath.Join(dir, "postgres"), Port: port, Durable: true, Log: logFile, Password: password})
 	if err != nil {
 		return "", err
 	}
@@ -182,7 +187,7 @@ func (in *infra) startPrivatePostgres(ctx context.Context, dir string, port int)
 	if err := pg.CreateDatabase(ctx, "agentbus"); err != nil {
 		return "", err
 	}
-	slog.Info("private postgres started", "component", "up", "url", pg.URL("agentbus"))
+	slog.Info("private postgres started", "component", "up", "port", port)
 	return pg.URL("agentbus"), nil
 }
 
@@ -192,13 +197,17 @@ func (in *infra) startPrivateRedis(ctx context.Context, dir string, port int) (s
 	if err != nil {
 		return "", err
 	}
+	password, err := credentials.Password(dir, "redis")
+	if err != nil {
+		return "", err
+	}
 	r, err := localserver.StartRedis(ctx, localserver.RedisConfig{
-		Dir: filepath.Join(dir, "redis"), Port: port, Durable: true, Log: logFile})
+		Dir: filepath.Join(dir, "redis"), Port: port, Durable: true, Log: logFile, Password: password})
 	if err != nil {
 		return "", err
 	}
 	in.onClose(r.Stop)
-	slog.Info("private redis started", "component", "up", "url", r.URL())
+	slog.Info("private redis started", "component", "up", "port", port)
 	return r.URL(), nil
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/internal/uptest"
 	"github.com/agentbus/agentbus/relay"
 )
 
@@ -145,8 +146,7 @@ func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
 	u.kv, err = relay.SessionsKV(ctx, u.js)
 	require.NoError(b, err)
 	u.nc = nc
-	u.rdb = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), PoolSize: 64})
-	b.Cleanup(func() { _ = u.rdb.Close() })
+	u.rdb = uptest.RedisOf(b, dataDir, 64)
 	return u
 }
 

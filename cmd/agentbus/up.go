@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/doors"
 	"github.com/agentbus/agentbus/doors/localsocket"
+	"github.com/agentbus/agentbus/internal/credentials"
 	"github.com/agentbus/agentbus/migrations"
 )
 
@@ -173,7 +174,12 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 			return err
 		}
 	}
-	return in.connectRedis(ctx, redisURL)
+	if err := in.connectRedis(ctx, redisURL); err != nil {
+		return err
+	}
+	// The operator's tools (agentbus migrate, psql, redis-cli) find the
+	// servers' credentials here, outside every sandbox.
+	return credentials.WriteEnv(dataDir, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL})
 }
 
 // component is one long-running part of the process.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,14 +17,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus/bustest"
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/internal/credentials"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/internal/uptest"
 )
 
 // TestMain doubles as the agentbus binary for `agentbus sidecar`: the
@@ -49,13 +53,12 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	dataDir, err := testenv.TempDir("up")
 	require.NoError(t, err)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	pgPort := freePort(t)
+	pgPort, redisPort := freePort(t), freePort(t)
 	natsPort := freePort(t)
 	args := []string{"--data-dir", dataDir, "--http", httpAddr,
 		"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
-		"--postgres-port", fmt.Sprint(pgPort), "--redis-port", fmt.Sprint(freePort(t)),
+		"--postgres-port", fmt.Sprint(pgPort), "--redis-port", fmt.Sprint(redisPort),
 		"--database-url", "", "--redis-url", "", "--nats-url", ""}
-	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/agentbus?sslmode=disable", pgPort)
 
 	start := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -83,6 +86,8 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	stop := start()
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	sessionID := startSessionThroughUp(t, natsURL)
+	dbURL := uptest.Credentials(t, dataDir)["DATABASE_URL"]
+	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
 	_, err = conn.Exec(context.Background(), "INSERT INTO processed_messages (consumer, message_id) VALUES ('up-test', 'kept')")
@@ -95,6 +100,8 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 
 	stop = start()
 	defer stop()
+	assert.Equal(t, dbURL, uptest.Credentials(t, dataDir)["DATABASE_URL"], "up keeps its servers' passwords across restarts")
+	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort)
 	conn, err = pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
@@ -106,6 +113,45 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	startSessionThroughUp(t, natsURL)
 	_, err = os.Stat(dataDir + "/nats")
 	assert.NoError(t, err)
+}
+
+// serversRefuseClientsWithoutCredentials checks that the private Postgres
+// and Redis of the up of dataDir take only the credentials it keeps in
+// credentials.env (mode 0600), and no client with none or the defaults.
+func serversRefuseClientsWithoutCredentials(t *testing.T, dataDir string, pgPort, redisPort int) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := os.Stat(filepath.Join(dataDir, credentials.EnvFile))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "credentials.env is its owner's only")
+	env := uptest.Credentials(t, dataDir)
+
+	conn, err := pgx.Connect(ctx, env["DATABASE_URL"])
+	require.NoError(t, err, "the URL of credentials.env logs into Postgres")
+	require.NoError(t, conn.Close(ctx))
+	for _, url := range []string{
+		fmt.Sprintf("postgres://postgres@127.0.0.1:%d/agentbus?sslmode=disable", pgPort),
+		fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/agentbus?sslmode=disable", pgPort),
+		fmt.Sprintf("postgres://agentbus:agentbus@127.0.0.1:%d/agentbus?sslmode=disable", pgPort),
+	} {
+		conn, err := pgx.Connect(ctx, url)
+		if err == nil {
+			_ = conn.Close(ctx)
+		}
+		assert.ErrorContains(t, err, "password authentication failed", "Postgres let in %s", url)
+	}
+
+	rdb := uptest.RedisOf(t, dataDir, 0)
+	require.NoError(t, rdb.Ping(ctx).Err(), "the URL of credentials.env logs into Redis")
+	anonymous := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
+	defer anonymous.Close()
+	assert.ErrorContains(t, anonymous.Ping(ctx).Err(), "NOAUTH", "Redis let in a client without credentials")
+	wrong := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: localserver.User, Password: "wrong"})
+	defer wrong.Close()
+	assert.ErrorContains(t, wrong.Ping(ctx).Err(), "WRONGPASS", "Redis let in a wrong password")
+	def := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: "default", Password: ""})
+	defer def.Close()
+	assert.Error(t, def.Ping(ctx).Err(), "Redis let in its default user")
 }
 
 // startSessionThroughUp sends start_session through a command client

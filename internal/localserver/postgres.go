@@ -6,6 +6,9 @@ package localserver
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +38,10 @@ type PostgresConfig struct {
 	Log *os.File
 	// Settings are more server settings, each name=value.
 	Settings []string
+	// Password is the postgres user's password; connections over TCP must
+	// give it (scram-sha-256), since whatever runs on this machine can
+	// reach the port. Empty: a random one, kept for Restart.
+	Password string
 }
 
 // Postgres is a running private Postgres server.
@@ -64,21 +72,17 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 			return nil, err
 		}
 	}
+	if cfg.Password == "" {
+		if cfg.Password, err = randomPassword(); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := os.Stat(filepath.Join(cfg.Dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		// initdb's own sync fsyncs each of its thousand files, seconds
-		// on a busy disk; one syncfs of the file system afterwards makes
-		// the new cluster as durable in a fraction of that.
-		args := []string{"-D", cfg.Dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"}
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("initdb %s: %w: %s (the data directory and its parents must be reachable by the server's user)", cfg.Dir, err, out)
+		if err := initCluster(ctx, bin, cfg, cred); err != nil {
+			return nil, err
 		}
-		if cfg.Durable {
-			if err := syncFS(cfg.Dir); err != nil {
-				return nil, fmt.Errorf("initdb %s: sync: %w", cfg.Dir, err)
-			}
-		}
+	} else if err := lockCluster(ctx, bin, cfg, cred); err != nil {
+		return nil, err
 	}
 	args := []string{"-D", cfg.Dir, "-p", strconv.Itoa(cfg.Port),
 		"-c", "listen_addresses=127.0.0.1",
@@ -109,9 +113,118 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	return p, nil
 }
 
+// initCluster creates a cluster whose postgres user has cfg.Password and
+// whose every connection must give it.
+func initCluster(ctx context.Context, bin string, cfg PostgresConfig, cred *syscall.Credential) error {
+	pwfile, err := passwordFile(cfg.Dir, cfg.Password, cred)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(pwfile)
+	// initdb's own sync fsyncs each of its thousand files, seconds on a
+	// busy disk; one syncfs of the file system afterwards makes the new
+	// cluster as durable in a fraction of that.
+	args := []string{"-D", cfg.Dir, "-U", "postgres", "--auth=scram-sha-256", "--pwfile", pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync"}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb %s: %w: %s (the data directory and its parents must be reachable by the server's user)", cfg.Dir, err, out)
+	}
+	if err := writeLock(cfg.Dir, cfg.Password, cred); err != nil {
+		return err
+	}
+	if cfg.Durable {
+		if err := syncFS(cfg.Dir); err != nil {
+			return fmt.Errorf("initdb %s: sync: %w", cfg.Dir, err)
+		}
+	}
+	return nil
+}
+
+// lockFile records, in a cluster's directory, the SHA-256 of the password
+// its postgres user was last given, so a start with the same password
+// changes nothing.
+const lockFile = "agentbus-password.sha256"
+
+// lockCluster makes an existing cluster require cfg.Password: one created
+// by an earlier version trusted every local connection, and one may have
+// had another password. It sets the password in single-user mode (the
+// server is not running yet) and rewrites pg_hba.conf to scram-sha-256.
+func lockCluster(ctx context.Context, bin string, cfg PostgresConfig, cred *syscall.Credential) error {
+	sum := sha256.Sum256([]byte(cfg.Password))
+	if raw, err := os.ReadFile(filepath.Join(cfg.Dir, lockFile)); err == nil && strings.TrimSpace(string(raw)) == hex.EncodeToString(sum[:]) {
+		return nil
+	}
+	// The password is hex from Password's callers or our own generator;
+	// anything else could break out of the literal.
+	if strings.ContainsAny(cfg.Password, "'\\\n") {
+		return errors.New("postgres: the password may not hold quotes, backslashes or newlines")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "postgres"), "--single", "-D", cfg.Dir, "postgres")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.Stdin = strings.NewReader("ALTER USER postgres PASSWORD '" + cfg.Password + "';\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("postgres %s: set the password: %w: %s", cfg.Dir, err, out)
+	}
+	return writeLock(cfg.Dir, cfg.Password, cred)
+}
+
+// hba requires a password of every TCP connection; the server listens on
+// no Unix socket.
+const hba = `# Written by agentbus: every connection gives its password.
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+`
+
+// writeLock writes pg_hba.conf and the password's record.
+func writeLock(dir, password string, cred *syscall.Credential) error {
+	sum := sha256.Sum256([]byte(password))
+	for name, content := range map[string]string{"pg_hba.conf": hba, lockFile: hex.EncodeToString(sum[:]) + "\n"} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		if cred != nil {
+			if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// passwordFile writes password to a file initdb's user can read, beside
+// the cluster's directory.
+func passwordFile(dir, password string, cred *syscall.Credential) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(dir), ".pwfile-*")
+	if err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	defer f.Close()
+	if cred != nil {
+		if err := f.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
+			return "", fmt.Errorf("postgres: %w", err)
+		}
+	}
+	if _, err := f.WriteString(password + "\n"); err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// randomPassword returns 24 random bytes in hex.
+func randomPassword() (string, error) {
+	buf := make([]byte, 24)
+	if _, err := rand.Read(buf); err != nil {
+		return "", fmt.Errorf("generate a password: %w", err)
+	}
+	return hex.EncodeToString(buf), nil
+}
+
 // URL returns the connection URL of the given database on this server.
 func (p *Postgres) URL(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.cfg.Port, database)
+	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable", p.cfg.Password, p.cfg.Port, database)
 }
 
 // CreateDatabase creates a database if it does not exist yet.

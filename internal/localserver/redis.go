@@ -2,9 +2,12 @@ package localserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -25,7 +28,15 @@ type RedisConfig struct {
 	Durable bool
 	// Log receives the server's output; nil discards it.
 	Log *os.File
+	// Password, when set, turns the default user off: clients log in as
+	// User with it. Empty leaves the default user open, for tests' own
+	// servers that nothing else runs beside.
+	Password string
 }
+
+// User is the Redis user a server started with a Password has: every right,
+// for the process that started it.
+const User = "agentbus"
 
 // Redis is a running private Redis server.
 type Redis struct {
@@ -47,7 +58,7 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	if cfg.Durable {
 		appendonly = "yes"
 	}
-	cmd := exec.Command(bin,
+	args := []string{
 		"--port", strconv.Itoa(cfg.Port),
 		"--bind", "127.0.0.1",
 		"--dir", cfg.Dir,
@@ -59,7 +70,15 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		"--notify-keyspace-events", "Et",
 		"--save", "",
 		"--daemonize", "no",
-	)
+	}
+	if cfg.Password != "" {
+		acl, err := writeACL(cfg.Dir, cfg.Password)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--aclfile", acl)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if cfg.Log != nil {
 		cmd.Stdout, cmd.Stderr = cfg.Log, cfg.Log
@@ -76,13 +95,35 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	return r, nil
 }
 
-// URL returns the server's redis:// URL.
+// writeACL writes the server's users: the default user off, and User
+// with every right and password. Redis reads the file at each start, so the
+// users survive a restart; the per-session users a launcher adds at run
+// time are not in it, and the launcher restores them itself.
+func writeACL(dir, password string) (string, error) {
+	sum := sha256.Sum256([]byte(password))
+	path := filepath.Join(dir, "users.acl")
+	content := "user default off resetpass -@all\nuser " + User + " on #" + hex.EncodeToString(sum[:]) + " ~* &* +@all\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	return path, nil
+}
+
+// URL returns the server's redis:// URL, with its user and password when
+// it has them.
 func (r *Redis) URL() string {
+	if r.cfg.Password != "" {
+		return fmt.Sprintf("redis://%s:%s@127.0.0.1:%d/0", User, r.cfg.Password, r.cfg.Port)
+	}
 	return fmt.Sprintf("redis://127.0.0.1:%d/0", r.cfg.Port)
 }
 
 func (r *Redis) waitReady(ctx context.Context) error {
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.cfg.Port)})
+	opts, err := redis.ParseURL(r.URL())
+	if err != nil {
+		return err
+	}
+	client := redis.NewClient(opts)
 	defer client.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/internal/credentials"
 )
 
 // Client talks to one deployment as one user.
@@ -189,4 +191,27 @@ func ProcessesNaming(s string) []int {
 		}
 	}
 	return pids
+}
+
+// Credentials reads the credentials.env that `agentbus up` wrote in its
+// data directory: the URLs, with their passwords, of its servers.
+func Credentials(t testing.TB, dataDir string) map[string]string {
+	t.Helper()
+	env, err := credentials.ReadEnv(dataDir)
+	require.NoError(t, err, "the credentials of up's data directory")
+	return env
+}
+
+// RedisOf returns a client of the Redis of the `up` of dataDir, logged in
+// with the credentials it wrote there; closed when the test ends.
+func RedisOf(t testing.TB, dataDir string, poolSize int) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(Credentials(t, dataDir)["REDIS_URL"])
+	require.NoError(t, err)
+	if poolSize > 0 {
+		opts.PoolSize = poolSize
+	}
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
 }

@@ -91,8 +91,7 @@ func startUp(t *testing.T, w *world) *upProcess {
 	u.launch()
 	u.token, err = api.NewToken(upSecret, uuid.NewString(), time.Hour)
 	require.NoError(t, err)
-	u.redis = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
-	t.Cleanup(func() { _ = u.redis.Close() })
+	u.redis = uptest.RedisOf(t, dataDir, 0)
 	u.Client = &uptest.Client{T: t, Base: u.base, Token: u.token, Redis: u.redis, Wait: 2 * wait}
 	return u
 }

@@ -1,0 +1,94 @@
+package localserver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// connects reports whether url logs into Postgres.
+func connects(t *testing.T, url string) error {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err == nil {
+		_ = conn.Close(context.Background())
+	}
+	return err
+}
+
+// TestPostgresTakesOnlyItsPassword: a cluster requires the password of its
+// config, also one an earlier version created trusting every connection.
+func TestPostgresTakesOnlyItsPassword(t *testing.T) {
+	ctx := context.Background()
+	dir, err := testenv.TempDir("pg-auth")
+	require.NoError(t, err)
+	port, err := localserver.FreePort()
+	require.NoError(t, err)
+	cfg := localserver.PostgresConfig{Dir: filepath.Join(dir, "data"), Port: port, Password: "first0secret"}
+	pg, err := localserver.StartPostgres(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, connects(t, pg.URL("postgres")))
+	for _, password := range []string{"", "postgres", "wrong"} {
+		url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+		assert.ErrorContains(t, connects(t, url), "password authentication failed", "password %q", password)
+	}
+	pg.Stop()
+
+	// As a cluster of an earlier version was: every connection trusted.
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Dir, "pg_hba.conf"), []byte("host all all 127.0.0.1/32 trust\n"), 0o600))
+	require.NoError(t, os.Remove(filepath.Join(cfg.Dir, "agentbus-password.sha256")))
+	cfg.Password = "second0secret"
+	pg, err = localserver.StartPostgres(ctx, cfg)
+	require.NoError(t, err)
+	defer pg.Stop()
+	require.NoError(t, connects(t, pg.URL("postgres")), "the new password logs in")
+	for _, password := range []string{"", "first0secret"} {
+		url := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+		assert.ErrorContains(t, connects(t, url), "password authentication failed", "password %q", password)
+	}
+}
+
+// TestRedisWithAPasswordHasNoDefaultUser: its users survive a restart.
+func TestRedisWithAPasswordHasNoDefaultUser(t *testing.T) {
+	ctx := context.Background()
+	dir, err := testenv.TempDir("redis-auth")
+	require.NoError(t, err)
+	port, err := localserver.FreePort()
+	require.NoError(t, err)
+	srv, err := localserver.StartRedis(ctx, localserver.RedisConfig{Dir: dir, Port: port, Durable: true, Password: "s3cret"})
+	require.NoError(t, err)
+	check := func() {
+		opts, err := redis.ParseURL(srv.URL())
+		require.NoError(t, err)
+		ok := redis.NewClient(opts)
+		defer ok.Close()
+		require.NoError(t, ok.Ping(ctx).Err())
+		for _, o := range []*redis.Options{
+			{Addr: fmt.Sprintf("127.0.0.1:%d", port)},
+			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "default"},
+			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: localserver.User, Password: "wrong"},
+		} {
+			c := redis.NewClient(o)
+			assert.Error(t, c.Ping(ctx).Err(), "user %q password %q", o.Username, o.Password)
+			_ = c.Close()
+		}
+	}
+	check()
+	srv.Stop()
+	srv, err = srv.Restart(ctx)
+	require.NoError(t, err)
+	defer srv.Stop()
+	check()
+}
