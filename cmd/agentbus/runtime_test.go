@@ -36,6 +36,10 @@ type upUnderTest struct {
 	workspace string
 	redis     *redis.Client
 	stop      func()
+	// dataDir is up's data directory; natsPort and redisPort the ports of
+	// its embedded NATS and private Redis.
+	dataDir             string
+	natsPort, redisPort int
 }
 
 const runtimeSecret = "runtime-test-secret"
@@ -48,10 +52,11 @@ func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
 	t.Setenv("AGENTBUS_RUNTIME", "process")
 	t.Setenv("AGENTBUS_ENGINE", "")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	redisPort := freePort(t)
+	redisPort, natsPort := freePort(t), freePort(t)
 	u := &upUnderTest{t: t, base: "http://" + httpAddr, owner: uuid.NewString(), workspace: filepath.Join(dataDir, "workspace"),
+		dataDir: dataDir, natsPort: natsPort, redisPort: redisPort,
 		args: append([]string{"--data-dir", dataDir, "--http", httpAddr,
-			"--nats-port", fmt.Sprint(freePort(t)), "--nats-monitor-port", "0",
+			"--nats-port", fmt.Sprint(natsPort), "--nats-monitor-port", "0",
 			"--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort), "--redis-url", "", "--nats-url", ""},
 			extraArgs...)}
 	u.launch()

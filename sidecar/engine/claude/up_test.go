@@ -63,6 +63,12 @@ type upProcess struct {
 	redis *redis.Client
 	cmd   *exec.Cmd
 	done  chan struct{}
+	// dataDir is up's data directory; natsPort and redisPort the ports of
+	// its embedded NATS and private Redis.
+	dataDir             string
+	natsPort, redisPort int
+	// owner is the user of token.
+	owner string
 }
 
 const upSecret = "claude-up-test-secret"
@@ -77,9 +83,9 @@ func startUp(t *testing.T, w *world) *upProcess {
 		require.NoError(t, err)
 		return p
 	}
-	httpAddr, redisPort := fmt.Sprintf("127.0.0.1:%d", port()), port()
-	u := &upProcess{t: t, base: "http://" + httpAddr, log: &bytes.Buffer{},
-		args: []string{bin, "up", "--data-dir", dataDir, "--http", httpAddr, "--nats-port", fmt.Sprint(port()),
+	httpAddr, redisPort, natsPort := fmt.Sprintf("127.0.0.1:%d", port()), port(), port()
+	u := &upProcess{t: t, base: "http://" + httpAddr, log: &bytes.Buffer{}, dataDir: dataDir, natsPort: natsPort, redisPort: redisPort,
+		args: []string{bin, "up", "--data-dir", dataDir, "--http", httpAddr, "--nats-port", fmt.Sprint(natsPort),
 			"--nats-monitor-port", "0", "--database-url", testenv.PostgresURL(t), "--redis-port", fmt.Sprint(redisPort),
 			"--redis-url", "", "--nats-url", ""},
 		// What the README tells a user to give up for the claude engine.
@@ -89,7 +95,8 @@ func startUp(t *testing.T, w *world) *upProcess {
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 	}
 	u.launch()
-	u.token, err = api.NewToken(upSecret, uuid.NewString(), time.Hour)
+	u.owner = uuid.NewString()
+	u.token, err = api.NewToken(upSecret, u.owner, time.Hour)
 	require.NoError(t, err)
 	u.redis = uptest.RedisOf(t, dataDir, 0)
 	u.Client = &uptest.Client{T: t, Base: u.base, Token: u.token, Redis: u.redis, Wait: 2 * wait}
