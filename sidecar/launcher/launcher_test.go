@@ -26,6 +26,7 @@ import (
 	"github.com/agentbus/agentbus/sidecar"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/sidecar/sandbox"
 )
 
 // TestMain doubles as the sidecar binary: the launcher under test runs this
@@ -68,9 +69,13 @@ func runLauncher() error {
 	if err != nil {
 		return err
 	}
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		return err
+	}
 	l, err := launcher.New(launcher.Config{Mode: launcher.ModeProcess, Redis: rdb, RedisURL: os.Getenv("REDIS_URL"),
 		Binary: exe, ConfigDir: os.Getenv("LAUNCHER_DIR"), LogDir: os.Getenv("LAUNCHER_DIR"), Name: os.Getenv("LAUNCHER_NAME"),
-		PollInterval: 100 * time.Millisecond})
+		PollInterval: 100 * time.Millisecond, Sandbox: sb, SandboxDir: filepath.Join(os.Getenv("LAUNCHER_DIR"), "sandboxes")})
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,14 @@ func runLauncher() error {
 }
 
 const wait = 30 * time.Second
+
+// testSandbox returns the sandbox every sidecar of the tests runs in.
+func testSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.New(sandbox.Config{})
+	require.NoError(t, err)
+	return sb
+}
 
 type env struct {
 	t        *testing.T
@@ -108,7 +121,7 @@ func (e *env) launcher(mode launcher.Mode, apiURL string) *launcher.Launcher {
 	l, err := launcher.New(launcher.Config{
 		Mode: mode, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe, APIURL: apiURL,
 		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name,
-		PollInterval: 100 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, Sandbox: testSandbox(e.t), SandboxDir: filepath.Join(e.logs, "sandboxes"),
 	})
 	require.NoError(e.t, err)
 	require.NoError(e.t, l.Start(context.Background()))
@@ -189,7 +202,7 @@ func TestProcessSidecarRunsTheSessionToItsEnd(t *testing.T) {
 	started := e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
 	var s protocol.SessionStarted
 	require.NoError(t, json.Unmarshal(started.Data, &s))
-	assert.Equal(t, pid, s.PID)
+	assert.Positive(t, s.PID, "its pid in its sandbox's own pid namespace")
 	assert.Equal(t, cfg.WorkingDirectory, s.WorkingDirectory)
 
 	// The launcher forgets the sidecar and adds no session_end of its own.
@@ -271,6 +284,7 @@ func TestSidecarThatKeepsCrashingHasItsSessionEnded(t *testing.T) {
 	l, err := launcher.New(launcher.Config{
 		Mode: launcher.ModeProcess, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe,
 		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name, MaxCrashes: 2,
+		Sandbox: testSandbox(t), SandboxDir: filepath.Join(e.logs, "sandboxes"),
 	})
 	require.NoError(t, err)
 	require.NoError(t, l.Start(context.Background()))
@@ -368,6 +382,13 @@ func TestCloseStopsEverySidecarAndKeepsThemToStartAgain(t *testing.T) {
 	require.NoError(t, l.Close())
 	for _, pid := range pids {
 		assert.Error(t, syscall.Kill(pid, 0), "sidecar %d is gone once Close returns", pid)
+	}
+	for _, id := range ids {
+		// The SIGTERM reached the sidecar inside its sandbox, not only
+		// bwrap, whose death would have killed it before it suspended.
+		log, err := os.ReadFile(filepath.Join(e.logs, id+".log"))
+		require.NoError(t, err)
+		assert.Contains(t, string(log), "sidecar suspended", "the sidecar of %s suspended", id)
 	}
 	for _, id := range ids {
 		for _, ev := range e.events(id) {
