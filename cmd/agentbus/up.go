@@ -57,6 +57,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.socketUser, "socket-user", devUserID, "the user the local socket acts for")
 	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
+	sandboxArgs := addSandboxFlags(fs)
 	_ = fs.Parse(args)
 	skip := map[string]bool{}
 	for _, name := range strings.Split(*without, ",") {
@@ -80,6 +81,9 @@ func runUp(ctx context.Context, args []string) error {
 	defer in.Close()
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
+	}
+	if in.Sandbox, err = sandboxArgs.settings(!skip["runtime"]); err != nil {
+		return fmt.Errorf("up: %w", err)
 	}
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err
