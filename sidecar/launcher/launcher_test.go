@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -601,4 +602,74 @@ func TestSidecarKeepsItsRedisUserAcrossARedisRestart(t *testing.T) {
 	assert.ErrorContains(t, err, "NOPERM", "and no more")
 	_, running := l.PID(cfg.SessionID)
 	assert.True(t, running, "the sidecar carries on")
+}
+
+// descendants returns the pids of pid's descendants.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+func TestKillingTheRecordedPIDTakesTheWholeSandboxDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+	pid, _ := l.PID(cfg.SessionID)
+	inside := descendants(pid)
+	require.NotEmpty(t, inside, "bwrap runs the sidecar as a child")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	for _, p := range inside {
+		require.Eventually(t, func() bool {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			return err != nil || strings.Contains(string(raw), ") Z ")
+		}, wait, 20*time.Millisecond, "process %d of the sandbox outlived its bwrap", p)
+	}
+}
+
+func TestTheSandboxKeepsItsHomeAcrossRestartsAndGoesWithTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	home := filepath.Join(e.logs, "sandboxes", cfg.SessionID, "home")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
+	require.DirExists(t, home)
+	require.NoError(t, os.WriteFile(filepath.Join(home, "note"), []byte("kept"), 0o600))
+	pid, _ := l.PID(cfg.SessionID)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	<-l.Exits()
+	assert.FileExists(t, filepath.Join(home, "note"), "a crash keeps the session's home")
+
+	_, err = l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(home, "note"), "the sidecar started again finds it")
+	require.NoError(t, l.Stop(cfg.SessionID))
+	assert.NoDirExists(t, filepath.Dir(home), "a session that is over leaves no sandbox behind")
 }
