@@ -119,9 +119,10 @@ func TestACommandInsideSeesOnlyItsOwnProcessesAndHoldsNoCapability(t *testing.T)
 	assert.LessOrEqual(t, len(pids), 3, "only the sandbox's processes are visible: %v", pids)
 	assert.NotContains(t, pids, os.Getpid(), "the test process is not visible")
 
-	out, err = run(t, s, h, sandbox.Spec{}, `grep CapEff /proc/self/status; id -u`)
+	out, err = run(t, s, h, sandbox.Spec{}, `grep -E "CapEff|CapBnd" /proc/self/status; id -u`)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "CapEff:\t0000000000000000")
+	assert.Contains(t, out, "CapBnd:\t0000000000000000", "no capability can be regained")
 	assert.NotContains(t, out, "\n0\n", "the user inside is not root")
 }
 
