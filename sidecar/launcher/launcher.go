@@ -9,8 +9,11 @@
 // without ending its session (a crash, kill -9, a signal) keeps its record,
 // marked exited, so that its runtime starts it again; one that crashes too
 // often has its session ended for it (status error, InfrastructureError).
-// A launcher killed takes its sidecars with it (they suspend on the SIGTERM
-// the kernel sends them); their exits do not count as crashes.
+// Each sidecar runs in its session's sandbox (package sandbox) unless
+// Config.Sandbox is nil. A launcher killed takes its sidecars with it (an
+// unsandboxed one suspends on the SIGTERM the kernel sends it; a sandboxed
+// one dies with its bwrap, which that SIGTERM ends); their exits do not
+// count as crashes.
 // Close stops every sidecar and keeps their records: the launcher's next
 // run starts them again, and they resume their agents. A launcher that
 // restarts after being killed re-adopts the sidecars still running.
