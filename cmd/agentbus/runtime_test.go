@@ -434,3 +434,33 @@ func (u *upUnderTest) readyz() map[string]any {
 	require.NoError(u.t, json.NewDecoder(resp.Body).Decode(&body))
 	return body
 }
+
+// TestRuntimeAppliesTheTemplatesSandboxLimits starts a session of a
+// template that sets its sandbox's limits; its validation command reads
+// them.
+func TestRuntimeAppliesTheTemplatesSandboxLimits(t *testing.T) {
+	u := startUpWithRuntime(t)
+	var tmpl struct {
+		ID            string         `json:"id"`
+		SandboxLimits map[string]any `json:"sandboxLimits"`
+	}
+	u.Must(http.MethodPost, "/api/agents/templates", map[string]any{
+		"name": "small sandbox", "modelId": "claude-sonnet-4-5", "allowedTools": []string{"Bash"}, "defaultBudgetCapUsd": 5,
+		"sandboxLimits": map[string]any{"maxProcesses": 64, "maxMemoryMiB": 1024},
+	}, &tmpl)
+	assert.Equal(t, map[string]any{"maxProcesses": float64(64), "maxMemoryMiB": float64(1024)}, tmpl.SandboxLimits)
+	probe := `echo "--- limits: $(ulimit -d) $(cat /proc/self/limits | grep -i 'max processes' | tr -s ' ' | cut -d' ' -f3)"; false`
+	id := u.start(map[string]any{"workingDirectory": "limited", "objective": "Say hello", "templateId": tmpl.ID,
+		"autoContinue": map[string]any{"isEnabled": true, "maxContinuations": 1,
+			"validationCriteria": []any{map[string]any{"type": "CustomCommand", "customCommand": probe}}}})
+	var queue struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	require.Eventually(t, func() bool {
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &queue)
+		return len(queue.Messages) > 0
+	}, 2*wait, 50*time.Millisecond, "no continuation was delivered")
+	assert.Contains(t, queue.Messages[0].Content, "--- limits: 1048576 64", "the template's limits hold in the sandbox")
+}

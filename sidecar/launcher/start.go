@@ -28,9 +28,27 @@ const (
 	programsInside = "/run/agentbus/bin"
 )
 
+// StartOption adjusts how one sidecar starts.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	maxProcesses int
+	maxMemory    int64
+}
+
+// WithLimits overrides the limits of the sidecar's sandbox: processes, and
+// bytes of memory per process; a zero keeps the Sandbox's.
+func WithLimits(maxProcesses int, maxMemory int64) StartOption {
+	return func(o *startOptions) { o.maxProcesses, o.maxMemory = maxProcesses, maxMemory }
+}
+
 // StartSession starts the sidecar of cfg.SessionID with the session's
 // agent API key (StartSessionAsync of the seed's IAgentRuntime).
-func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey string) (Handle, error) {
+func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey string, opts ...StartOption) (Handle, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	id := cfg.SessionID
 	if !protocol.ValidSessionID(id) {
 		return Handle{}, fmt.Errorf("launcher: session id %q may hold only a-z, 0-9, '-' and '_'", id)
@@ -71,7 +89,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		return Handle{}, fmt.Errorf("launcher: write the config: %w", err)
 	}
 	redisURL, redisPasswordHash := l.sessionRedisURL(ctx, id)
-	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey)
+	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey, o)
 	if err != nil {
 		_ = os.Remove(file)
 		return Handle{}, err
@@ -107,7 +125,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 
 // command builds the sidecar's command; closeOutput closes this process's
 // copy of the sidecar's log file once the child holds it.
-func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, func(), error) {
+func (l *Launcher) command(id, file, dir, redisURL, apiKey string, o startOptions) (*exec.Cmd, func(), error) {
 	env := inherited(l.cfg.InheritEnv, os.Environ())
 	env = append(env, "REDIS_URL="+redisURL, "AGENTBUS_API_URL="+l.cfg.APIURL, "AGENTBUS_SESSION_KEY="+apiKey)
 	env = append(env, l.cfg.Env...)
@@ -117,7 +135,7 @@ func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, f
 		l.log.Warn("sidecar starts unsandboxed: its agent reaches everything this process's user does", "session_id", id)
 	} else {
 		var err error
-		if argv, env, err = l.sandboxed(id, file, dir, env); err != nil {
+		if argv, env, err = l.sandboxed(id, file, dir, env, o); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -153,7 +171,7 @@ func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, f
 // sidecar of argv in the session's sandbox: the binary and the config file
 // are bound read-only at fixed paths, and so is each of the engine's
 // programs named in env by SandboxPrograms.
-func (l *Launcher) sandboxed(id, file, dir string, env []string) ([]string, []string, error) {
+func (l *Launcher) sandboxed(id, file, dir string, env []string, o startOptions) ([]string, []string, error) {
 	state, err := filepath.Abs(filepath.Join(l.cfg.SandboxDir, id))
 	if err != nil {
 		return nil, nil, fmt.Errorf("launcher: %w", err)
@@ -164,7 +182,8 @@ func (l *Launcher) sandboxed(id, file, dir string, env []string) ([]string, []st
 		}
 	}
 	spec := sandbox.Spec{Dir: dir, State: state,
-		ReadOnly: []sandbox.Bind{{Host: l.cfg.Binary, Inside: binaryInside}, {Host: file, Inside: configInside}}}
+		ReadOnly:     []sandbox.Bind{{Host: l.cfg.Binary, Inside: binaryInside}, {Host: file, Inside: configInside}},
+		MaxProcesses: o.maxProcesses, MaxMemory: o.maxMemory}
 	if spec.Dir == "" {
 		spec.Dir = filepath.Join(spec.State, "work")
 		if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
