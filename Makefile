@@ -15,17 +15,19 @@ CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
 .PHONY: servers deps apt-install claude build run test fuzz bench chaos tools ui clean
 
-# What `make run` needs from the machine: the Postgres and Redis servers.
-RUN_DEPS := redis-server postgresql
+# What `make run` needs from the machine: the Postgres and Redis servers,
+# bubblewrap, which confines each session's agent in a sandbox, and
+# util-linux's prlimit, which sets the sandbox's limits.
+RUN_DEPS := redis-server postgresql bubblewrap util-linux
 # What the tests need besides: curl and jq for the README walkthrough, socat
 # for the local socket, headless Chromium for the dashboard and /docs.
 TEST_DEPS := curl jq socat chromium
 
-## servers: install the Postgres and Redis servers `make run` starts when missing (all `make run` needs from the machine)
+## servers: install the Postgres and Redis servers `make run` starts when missing, and bubblewrap and prlimit for the sessions' sandboxes (all `make run` needs from the machine)
 servers:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(RUN_DEPS)"
 
-## deps: install the Postgres and Redis servers, curl and jq for the README walkthrough,
+## deps: install the Postgres and Redis servers, bubblewrap and prlimit (the sessions' sandboxes), curl and jq for the README walkthrough,
 ## socat and headless Chromium for the tests (the local socket, the dashboard and /docs),
 ## and the Claude Code CLI when the claude engine is chosen (AGENTBUS_ENGINE=claude)
 deps:
@@ -40,6 +42,8 @@ apt-install:
 	for p in $(PACKAGES); do \
 	  case $$p in \
 	    postgresql) ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || missing="$$missing $$p";; \
+	    bubblewrap) command -v bwrap >/dev/null 2>&1 || missing="$$missing $$p";; \
+	    util-linux) command -v prlimit >/dev/null 2>&1 || missing="$$missing $$p";; \
 	    *) command -v $$p >/dev/null 2>&1 || missing="$$missing $$p";; \
 	  esac; \
 	done; \

@@ -205,6 +205,7 @@ type TemplateDetail struct {
 	WarnAtPercent         int              `json:"warnAtPercent" doc:"The share of the cap at which you are warned." example:"80"`
 	ToolApproval          ToolApproval     `json:"toolApproval" doc:"Which tool uses of its sessions wait for your approval."`
 	Timeouts              Timeouts         `json:"timeouts" doc:"How long its sessions wait for you."`
+	SandboxLimits         SandboxLimits    `json:"sandboxLimits" doc:"Limits of its sessions' sandboxes; a zero field is the deployment's."`
 	IsActive              bool             `json:"isActive" doc:"Whether it may create sessions." example:"true"`
 	CreatedAt             time.Time        `json:"createdAt" doc:"When it was created." example:"2026-03-01T09:00:00Z"`
 	UpdatedAt             time.Time        `json:"updatedAt" doc:"When it last changed." example:"2026-03-02T09:00:00Z"`
@@ -268,7 +269,8 @@ func templateDetailOf(t domain.AgentTemplateSnapshot, now time.Time) TemplateDet
 		WarnAtPercent: t.DefaultBudget.WarnAtPercent, ToolApproval: toolApprovalOf(t.ToolApproval),
 		Timeouts: Timeouts{InputSeconds: int64(t.Timeouts.Input / time.Second), DefaultAnswer: t.Timeouts.DefaultAnswer,
 			PauseSeconds: int64(t.Timeouts.Pause / time.Second)},
-		IsActive: t.IsActive, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Version: t.Version}
+		SandboxLimits: SandboxLimits{MaxProcesses: t.SandboxLimits.MaxProcesses, MaxMemoryMiB: t.SandboxLimits.MaxMemoryMiB},
+		IsActive:      t.IsActive, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Version: t.Version}
 	if d.AllowedTools == nil {
 		d.AllowedTools = []string{}
 	}

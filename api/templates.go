@@ -34,6 +34,7 @@ type TemplateRequest struct {
 	Schedule              *ScheduleRequest        `json:"schedule,omitempty" doc:"When a scheduled automation runs; none for an on-demand template."`
 	ToolApproval          *ToolApprovalRequest    `json:"toolApproval,omitempty" doc:"Which tool uses wait for your approval; none by default."`
 	Timeouts              *TimeoutsRequest        `json:"timeouts,omitempty" doc:"How long the sessions wait for you; 24 hours for answers and 10 minutes in pause by default."`
+	SandboxLimits         *SandboxLimits          `json:"sandboxLimits,omitempty" doc:"Limits of the sandbox each session's agent runs in; the deployment's by default."`
 }
 
 // UpdateTemplateRequest changes a template; the fields left out keep
@@ -50,6 +51,7 @@ type UpdateTemplateRequest struct {
 	DefaultAutoContinue  *AutoContinueRequest `json:"defaultAutoContinue,omitempty" doc:"The new validate-and-continue loop."`
 	ToolApproval         *ToolApprovalRequest `json:"toolApproval,omitempty" doc:"The new tool approval policy."`
 	Timeouts             *TimeoutsRequest     `json:"timeouts,omitempty" doc:"The new waiting limits."`
+	SandboxLimits        *SandboxLimits       `json:"sandboxLimits,omitempty" doc:"The new limits of the sessions' sandboxes; zero fields take the deployment's."`
 	Schedule             *ScheduleRequest     `json:"schedule,omitempty" doc:"The new schedule."`
 	RemoveSchedule       bool                 `json:"removeSchedule,omitempty" doc:"Make the template on-demand again." example:"false"`
 }
@@ -67,6 +69,20 @@ type ScheduleRequest struct {
 	CronExpression string `json:"cronExpression" minLength:"1" maxLength:"200" doc:"A five-field cron expression: minute hour day-of-month month day-of-week." example:"0 8 * * 1-5"`
 	TimeZone       string `json:"timeZone" minLength:"1" maxLength:"100" doc:"The IANA time zone the expression is read in." example:"Europe/Lisbon"`
 	IsEnabled      bool   `json:"isEnabled" doc:"Whether the schedule runs." example:"true"`
+}
+
+// SandboxLimits are the limits of the sandbox a template's sessions run
+// in; a zero field is the deployment's.
+type SandboxLimits struct {
+	MaxProcesses int   `json:"maxProcesses,omitempty" minimum:"0" maximum:"100000" doc:"Processes one session's sandbox may hold; 0 for the deployment's (512 by default)." example:"256"`
+	MaxMemoryMiB int64 `json:"maxMemoryMiB,omitempty" minimum:"0" maximum:"1048576" doc:"Memory, in MiB, each process of the sandbox may allocate; 0 for the deployment's (4096 by default)." example:"2048"`
+}
+
+func sandboxLimitsOf(l *SandboxLimits) *domain.SandboxLimits {
+	if l == nil {
+		return nil
+	}
+	return &domain.SandboxLimits{MaxProcesses: l.MaxProcesses, MaxMemoryMiB: l.MaxMemoryMiB}
 }
 
 // TimeoutsRequest sets how long sessions wait for their owner.
@@ -221,7 +237,7 @@ func (s *Server) createTemplate(ctx context.Context, in *createTemplateInput) (*
 		SystemPrompt: b.SystemPrompt, AllowedTools: b.AllowedTools, DefaultBudgetCapUsd: budget, WarnAtPercent: b.WarnAtPercent,
 		CustomToolDefinitions: tools, DefaultSkillIDs: b.DefaultSkillIDs, DefaultAutoContinue: autoContinueOf(b.DefaultAutoContinue),
 		PlanApprovalRequired: b.PlanApprovalRequired, Schedule: scheduleOf(b.Schedule), ToolApproval: toolApprovalFrom(b.ToolApproval),
-		Timeouts: timeoutsOf(b.Timeouts)}
+		Timeouts: timeoutsOf(b.Timeouts), SandboxLimits: sandboxLimitsOf(b.SandboxLimits)}
 	for _, r := range b.ClassificationRules {
 		data.ClassificationRules = append(data.ClassificationRules, ruleData(r))
 	}
@@ -277,7 +293,8 @@ func (s *Server) updateTemplate(ctx context.Context, in *updateTemplateInput) (*
 	data := command.UpdateTemplateData{Name: b.Name, Description: b.Description, ModelID: b.ModelID,
 		SystemPrompt: b.SystemPrompt, WarnAtPercent: b.WarnAtPercent, PlanApprovalRequired: b.PlanApprovalRequired,
 		DefaultAutoContinue: autoContinueOf(b.DefaultAutoContinue), ToolApproval: toolApprovalFrom(b.ToolApproval),
-		Timeouts: timeoutsOf(b.Timeouts), Schedule: scheduleOf(b.Schedule), RemoveSchedule: b.RemoveSchedule}
+		Timeouts: timeoutsOf(b.Timeouts), Schedule: scheduleOf(b.Schedule), RemoveSchedule: b.RemoveSchedule,
+		SandboxLimits: sandboxLimitsOf(b.SandboxLimits)}
 	if b.AllowedTools != nil {
 		data.AllowedTools = &b.AllowedTools
 	}

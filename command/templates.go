@@ -42,6 +42,7 @@ type CreateTemplateData struct {
 	Schedule              *domain.AgentSchedule      `json:"schedule,omitempty"`
 	ToolApproval          *domain.ToolApprovalPolicy `json:"toolApproval,omitempty"`
 	Timeouts              *domain.SessionTimeouts    `json:"timeouts,omitempty"`
+	SandboxLimits         *domain.SandboxLimits      `json:"sandboxLimits,omitempty"`
 }
 
 // UpdateTemplateData changes the fields that are set, all or nothing.
@@ -57,6 +58,7 @@ type UpdateTemplateData struct {
 	DefaultAutoContinue  *domain.AutoContinueConfig `json:"defaultAutoContinue,omitempty"`
 	ToolApproval         *domain.ToolApprovalPolicy `json:"toolApproval,omitempty"`
 	Timeouts             *domain.SessionTimeouts    `json:"timeouts,omitempty"`
+	SandboxLimits        *domain.SandboxLimits      `json:"sandboxLimits,omitempty"`
 	// Schedule sets the schedule; RemoveSchedule makes the template
 	// on-demand again.
 	Schedule       *domain.AgentSchedule `json:"schedule,omitempty"`

@@ -64,6 +64,7 @@ type AgentTemplate struct {
 	defaultBudget SessionBudget
 	toolApproval  ToolApprovalPolicy
 	timeouts      SessionTimeouts
+	sandboxLimits SandboxLimits
 	isActive      bool
 	createdAt     time.Time
 	updatedAt     time.Time
@@ -89,7 +90,9 @@ type NewTemplateParams struct {
 	ToolApproval *ToolApprovalPolicy
 	// Timeouts defaults to DefaultSessionTimeouts.
 	Timeouts *SessionTimeouts
-	Now      time.Time
+	// SandboxLimits defaults to the deployment's.
+	SandboxLimits *SandboxLimits
+	Now           time.Time
 }
 
 // NewAgentTemplate validates p and returns an active template.
@@ -111,7 +114,7 @@ func NewAgentTemplate(p NewTemplateParams) (*AgentTemplate, error) {
 	err := t.apply(TemplateUpdate{Name: &p.Name, Description: &p.Description, ModelID: &p.ModelID,
 		SystemPrompt: &p.SystemPrompt, AllowedTools: &p.AllowedTools, DefaultBudget: &p.DefaultBudget,
 		PlanApprovalRequired: &p.PlanApprovalRequired, DefaultAutoContinue: p.DefaultAutoContinue,
-		ToolApproval: &t.toolApproval, Timeouts: &t.timeouts})
+		ToolApproval: &t.toolApproval, Timeouts: &t.timeouts, SandboxLimits: p.SandboxLimits})
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +158,7 @@ type TemplateUpdate struct {
 	DefaultAutoContinue  *AutoContinueConfig
 	ToolApproval         *ToolApprovalPolicy
 	Timeouts             *SessionTimeouts
+	SandboxLimits        *SandboxLimits
 }
 
 // Update applies u, all or nothing.
@@ -225,6 +229,12 @@ func (t *AgentTemplate) apply(u TemplateUpdate) error {
 			return err
 		}
 		t.timeouts = *u.Timeouts
+	}
+	if u.SandboxLimits != nil {
+		if err := u.SandboxLimits.Validate(); err != nil {
+			return err
+		}
+		t.sandboxLimits = *u.SandboxLimits
 	}
 	return nil
 }

@@ -96,6 +96,7 @@ type AgentTemplateSnapshot struct {
 	DefaultBudget SessionBudget      `json:"defaultBudget"`
 	ToolApproval  ToolApprovalPolicy `json:"toolApproval"`
 	Timeouts      SessionTimeouts    `json:"timeouts"`
+	SandboxLimits SandboxLimits      `json:"sandboxLimits,omitempty"`
 	IsActive      bool               `json:"isActive"`
 	CreatedAt     time.Time          `json:"createdAt"`
 	UpdatedAt     time.Time          `json:"updatedAt"`
@@ -109,7 +110,7 @@ func (t *AgentTemplate) Snapshot() AgentTemplateSnapshot {
 		CustomToolDefinitions: t.CustomToolDefinitions(), DefaultSkillIDs: t.DefaultSkillIDs(),
 		DefaultAutoContinue: t.DefaultAutoContinue(), PlanApprovalRequired: t.planApprovalRequired,
 		ClassificationRules: t.ClassificationRules(), Schedule: t.Schedule(), ScheduleSince: t.scheduleSince, DefaultBudget: t.defaultBudget,
-		ToolApproval: t.ToolApproval(), Timeouts: t.timeouts, IsActive: t.isActive,
+		ToolApproval: t.ToolApproval(), Timeouts: t.timeouts, SandboxLimits: t.sandboxLimits, IsActive: t.isActive,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, Version: t.version}
 }
 
@@ -134,6 +135,9 @@ func UnmarshalAgentTemplateFromDatabase(snap AgentTemplateSnapshot) (*AgentTempl
 	if err := snap.Timeouts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := snap.SandboxLimits.Validate(); err != nil {
+		return nil, err
+	}
 	if !uniqueBy(snap.CustomToolDefinitions, func(d MCPToolDefinition) string { return d.Name }) ||
 		!uniqueBy(snap.ClassificationRules, func(r ClassificationRule) string { return r.ID.String() }) {
 		return nil, invalid("template", "tool names and rule ids must be unique")
@@ -146,6 +150,6 @@ func UnmarshalAgentTemplateFromDatabase(snap AgentTemplateSnapshot) (*AgentTempl
 		customTools: slices.Clone(snap.CustomToolDefinitions), defaultSkillIDs: cloneIDs(snap.DefaultSkillIDs),
 		defaultAutoContinue: cloneAutoContinue(snap.DefaultAutoContinue), planApprovalRequired: snap.PlanApprovalRequired,
 		rules: slices.Clone(snap.ClassificationRules), schedule: clonePtr(snap.Schedule), scheduleSince: snap.ScheduleSince, defaultBudget: snap.DefaultBudget,
-		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts, isActive: snap.IsActive,
+		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts, sandboxLimits: snap.SandboxLimits, isActive: snap.IsActive,
 		createdAt: snap.CreatedAt, updatedAt: snap.UpdatedAt, version: snap.Version}, nil
 }

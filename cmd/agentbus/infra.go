@@ -46,6 +46,8 @@ type infra struct {
 	// PoolMax is the session pool size of users who set none of their
 	// own (--pool-max); 0 is domain.DefaultMaxConcurrentSessions.
 	PoolMax int
+	// Sandbox is how the runtime confines its sidecars.
+	Sandbox sandboxSettings
 
 	stops   []func()
 	metrics *prometheus.Registry
@@ -93,6 +95,9 @@ func (in *infra) dataDir() (string, error) {
 // Checks returns the readiness checks of the connections that are open.
 func (in *infra) Checks() *health.Checks {
 	var checks health.Checks
+	if state := in.Sandbox.state(); state != "" {
+		checks.Info("sandbox", state)
+	}
 	if in.Pool != nil {
 		checks.Add("postgres", in.Pool.Ping)
 	}

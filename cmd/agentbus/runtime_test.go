@@ -270,8 +270,18 @@ func TestRuntimeKeepsTheSessionAcrossTurns(t *testing.T) {
 // the owner's part of the workspace.
 func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 	u := startUpWithRuntime(t)
-	secrets := []string{runtimeSecret, "AGENTBUS_JWT_SECRET", "DATABASE_URL", "REDIS_URL", "AGENTBUS_SESSION_KEY"}
-	probe := `env; echo "--- the validation ran in $(pwd)"; false`
+	assert.Equal(t, "on", u.readyz()["sandbox"], "/readyz shows that the sidecars are confined")
+	// A file of the server's data directory and another owner's code: the
+	// session's sandbox holds neither.
+	dataDir := filepath.Dir(u.workspace)
+	require.NoError(t, os.WriteFile(filepath.Join(dataDir, "server-only"), []byte("SERVER-ONLY-CONTENT"), 0o600))
+	other := filepath.Join(u.workspace, uuid.NewString(), "src")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "OTHER-OWNERS-FILE"), []byte("x"), 0o644))
+	secrets := []string{runtimeSecret, "AGENTBUS_JWT_SECRET", "DATABASE_URL", "REDIS_URL", "AGENTBUS_SESSION_KEY",
+		"SERVER-ONLY-CONTENT", "OTHER-OWNERS-FILE"}
+	probe := `env; echo "--- the validation ran in $(pwd)"; cat ../../../server-only ` + filepath.Join(dataDir, "server-only") +
+		`; ls ../../* ` + other + `; echo "--- processes: $(ls -d /proc/[0-9]* | wc -l)"; false`
 	id := u.start(map[string]any{"workingDirectory": "exfiltration", "objective": "Say hello",
 		"autoContinue": map[string]any{"isEnabled": true, "maxContinuations": 1,
 			"validationCriteria": []any{map[string]any{"type": "CustomCommand", "customCommand": probe}}}})
@@ -297,6 +307,10 @@ func TestSessionsAreConfinedAndSeeNoServerSecret(t *testing.T) {
 		assert.NotContains(t, continuation, secret, "the validation command saw a server secret")
 	}
 	assert.Contains(t, continuation, "--- the validation ran in "+filepath.Join(u.workspace, u.owner, "exfiltration"))
+	var procs int
+	_, err := fmt.Sscanf(continuation[strings.LastIndex(continuation, "--- processes: "):], "--- processes: %d", &procs)
+	require.NoError(t, err, continuation)
+	assert.LessOrEqual(t, procs, 10, "the validation command sees only its sandbox's processes")
 	u.waitActivity(id, "Validation: 1 of 1 checks failed")
 	// The continuation's turn is validated too; its failure finds the loop
 	// spent, which leaves the session Idle for its owner, not awaiting review.
@@ -372,4 +386,85 @@ func TestAFollowUpAfterARestartOfUpReachesTheResumedAgent(t *testing.T) {
 	require.Len(t, started, 2, "one sidecar before the restart, one after")
 	assert.Equal(t, true, started[1]["resumed"], "the second resumes the agent")
 	assert.Equal(t, started[0]["engine_session_id"], started[1]["engine_session_id"], "of the same engine session")
+}
+
+// TestRuntimeUnsandboxedIsShownInReadyz runs up with --unsandboxed: its
+// sidecars run unconfined, and /readyz says so while staying ready.
+func TestRuntimeUnsandboxedIsShownInReadyz(t *testing.T) {
+	u := startUpWithRuntime(t, "--unsandboxed")
+	assert.Equal(t, "off", u.readyz()["sandbox"])
+	id := u.start(map[string]any{"workingDirectory": "unconfined", "objective": "Say hello"})
+	u.waitReview(id)
+	_, err := os.Stat(filepath.Join(filepath.Dir(u.workspace), "sandboxes", id))
+	assert.True(t, os.IsNotExist(err), "no sandbox was made")
+}
+
+// TestRuntimeRefusesToStartWithoutASandbox runs the runtime's check on a
+// host without bwrap: it names the cause and the way out.
+func TestRuntimeRefusesToStartWithoutASandbox(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := runtimeSandbox(context.Background(), sandboxSettings{MaxProcesses: 1, MaxMemory: 1 << 30}, "process")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "bwrap")
+	assert.Contains(t, err.Error(), "--unsandboxed")
+	sb, err := runtimeSandbox(context.Background(), sandboxSettings{Off: true}, "process")
+	assert.NoError(t, err)
+	assert.Nil(t, sb)
+	sb, err = runtimeSandbox(context.Background(), sandboxSettings{}, "external")
+	assert.NoError(t, err, "external mode starts no process and needs no sandbox")
+	assert.Nil(t, sb)
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"4GiB": 4 << 30, "512MiB": 512 << 20, "2G": 2 << 30, "1024": 1024} {
+		got, err := parseBytes(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "-1G", "lots"} {
+		_, err := parseBytes(in)
+		assert.Error(t, err, in)
+	}
+}
+
+// readyz returns the body of up's /readyz.
+func (u *upUnderTest) readyz() map[string]any {
+	u.t.Helper()
+	resp, err := http.Get(u.base + "/readyz")
+	require.NoError(u.t, err)
+	defer resp.Body.Close()
+	require.Equal(u.t, http.StatusOK, resp.StatusCode)
+	var body map[string]any
+	require.NoError(u.t, json.NewDecoder(resp.Body).Decode(&body))
+	return body
+}
+
+// TestRuntimeAppliesTheTemplatesSandboxLimits starts a session of a
+// template that sets its sandbox's limits; its validation command reads
+// them.
+func TestRuntimeAppliesTheTemplatesSandboxLimits(t *testing.T) {
+	u := startUpWithRuntime(t)
+	var tmpl struct {
+		ID            string         `json:"id"`
+		SandboxLimits map[string]any `json:"sandboxLimits"`
+	}
+	u.Must(http.MethodPost, "/api/agents/templates", map[string]any{
+		"name": "small sandbox", "modelId": "claude-sonnet-4-5", "allowedTools": []string{"Bash"}, "defaultBudgetCapUsd": 5,
+		"sandboxLimits": map[string]any{"maxProcesses": 64, "maxMemoryMiB": 1024},
+	}, &tmpl)
+	assert.Equal(t, map[string]any{"maxProcesses": float64(64), "maxMemoryMiB": float64(1024)}, tmpl.SandboxLimits)
+	probe := `echo "--- limits: $(ulimit -d) $(cat /proc/self/limits | grep -i 'max processes' | tr -s ' ' | cut -d' ' -f3)"; false`
+	id := u.start(map[string]any{"workingDirectory": "limited", "objective": "Say hello", "templateId": tmpl.ID,
+		"autoContinue": map[string]any{"isEnabled": true, "maxContinuations": 1,
+			"validationCriteria": []any{map[string]any{"type": "CustomCommand", "customCommand": probe}}}})
+	var queue struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	require.Eventually(t, func() bool {
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/messages/queue", nil, &queue)
+		return len(queue.Messages) > 0
+	}, 2*wait, 50*time.Millisecond, "no continuation was delivered")
+	assert.Contains(t, queue.Messages[0].Content, "--- limits: 1048576 64", "the template's limits hold in the sandbox")
 }

@@ -59,6 +59,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.Var(&cfg.socketUsers, "socket-user-for-uid", "UID=USER: a local socket peer of this uid acts for USER (a user id) without a token; repeatable. Without it, every connection authenticates with a token")
 	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
+	sandboxArgs := addSandboxFlags(fs)
 	_ = fs.Parse(args)
 	skip := map[string]bool{}
 	for _, name := range strings.Split(*without, ",") {
@@ -82,6 +83,9 @@ func runUp(ctx context.Context, args []string) error {
 	defer in.Close()
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
+	}
+	if in.Sandbox, err = sandboxArgs.settings(!skip["runtime"]); err != nil {
+		return fmt.Errorf("up: %w", err)
 	}
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err

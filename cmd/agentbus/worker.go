@@ -165,6 +165,7 @@ func runWorker(ctx context.Context, args []string) error {
 	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS servers, comma-separated, from $NATS_URL; streams and consumers are provisioned")
 	redisURL := fs.String("redis-url", os.Getenv("REDIS_URL"), "Redis, for workers that use it (default $REDIS_URL)")
 	poolMaxArg := poolMaxFlag(fs)
+	sandboxArgs := addSandboxFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: agentbus worker <name> [flags]\n\nworkers:\n")
 		for _, name := range workerNames() {
@@ -202,6 +203,9 @@ func runWorker(ctx context.Context, args []string) error {
 	var err error
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
+	}
+	if in.Sandbox, err = sandboxArgs.settings(name == "runtime"); err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
 	}
 	if w.needs&needNATS != 0 {
 		if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {

@@ -136,7 +136,7 @@ func init() {
 		},
 	}
 	workers["runtime"] = worker{
-		summary: "keep one sidecar per live session: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
+		summary: "keep one sidecar per live session, each in a sandbox of its own: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
 		needs:   needPostgres | needNATS | needRedis,
 		conns:   func() int { return 2 },
 		run: func(ctx context.Context, in *infra) error {
@@ -145,10 +145,16 @@ func init() {
 			if err != nil {
 				return err
 			}
+			mode := launcher.Mode(envOr("AGENTBUS_RUNTIME", string(launcher.ModeProcess)))
+			sb, err := runtimeSandbox(ctx, in.Sandbox, mode)
+			if err != nil {
+				return err
+			}
 			l, err := launcher.New(launcher.Config{
-				Mode: launcher.Mode(envOr("AGENTBUS_RUNTIME", string(launcher.ModeProcess))), Redis: in.Redis, RedisURL: in.RedisURL,
+				Mode: mode, Redis: in.Redis, RedisURL: in.RedisURL,
 				APIURL: envOr("AGENTBUS_API_URL", in.APIURL), Env: engineEnv(engine),
 				LogDir: filepath.Join(dataDir, "log", "sidecars"), ConfigDir: filepath.Join(dataDir, "sidecars"),
+				Sandbox: sb, SandboxDir: filepath.Join(dataDir, "sandboxes"), SandboxPrograms: []string{claude.EnvBinary},
 			})
 			if err != nil {
 				return err

@@ -127,7 +127,7 @@ func createTemplate(now Clock) Handler {
 			DefaultBudget: domain.SessionBudget{HardCapUsd: in.DefaultBudgetCapUsd, WarnAtPercent: in.WarnAtPercent},
 			CustomTools:   tools, DefaultSkillIDs: in.DefaultSkillIDs, DefaultAutoContinue: in.DefaultAutoContinue,
 			PlanApprovalRequired: in.PlanApprovalRequired, ClassificationRules: rules, Schedule: in.Schedule,
-			ToolApproval: in.ToolApproval, Timeouts: in.Timeouts, Now: now().UTC(),
+			ToolApproval: in.ToolApproval, Timeouts: in.Timeouts, SandboxLimits: in.SandboxLimits, Now: now().UTC(),
 		})
 		if err != nil {
 			return nil, err
@@ -147,7 +147,8 @@ func createTemplate(now Clock) Handler {
 func updateTemplate(_ context.Context, _ pgx.Tx, t *domain.AgentTemplate, in command.UpdateTemplateData, at time.Time) error {
 	u := domain.TemplateUpdate{Name: in.Name, Description: in.Description, ModelID: in.ModelID,
 		SystemPrompt: in.SystemPrompt, AllowedTools: in.AllowedTools, PlanApprovalRequired: in.PlanApprovalRequired,
-		DefaultAutoContinue: in.DefaultAutoContinue, ToolApproval: in.ToolApproval, Timeouts: in.Timeouts}
+		DefaultAutoContinue: in.DefaultAutoContinue, ToolApproval: in.ToolApproval, Timeouts: in.Timeouts,
+		SandboxLimits: in.SandboxLimits}
 	if in.DefaultBudgetCapUsd != nil || in.WarnAtPercent != nil {
 		b := t.DefaultBudget()
 		if in.DefaultBudgetCapUsd != nil {

@@ -165,11 +165,34 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	if err != nil || key == "" {
 		return err
 	}
-	_, err = r.Launcher.StartSession(ctx, cfg, key)
+	limits, err := r.sandboxLimits(ctx, s)
+	if err != nil {
+		return err
+	}
+	_, err = r.Launcher.StartSession(ctx, cfg, key, limits)
 	if errors.Is(err, launcher.ErrClosed) {
 		return nil // shutting down: the next run starts it
 	}
 	return err
+}
+
+// sandboxLimits returns the limits of the session's sandbox that its
+// template sets, read at each start: a template changed since applies to
+// the next start of the sidecar.
+func (r Runtime) sandboxLimits(ctx context.Context, s *domain.AgentSession) (launcher.StartOption, error) {
+	id := s.TemplateID()
+	if id == nil {
+		return launcher.WithLimits(0, 0), nil
+	}
+	t, err := postgres.Templates{}.Get(ctx, r.DB, *id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return launcher.WithLimits(0, 0), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := t.SandboxLimits()
+	return launcher.WithLimits(l.MaxProcesses, l.MaxMemoryMiB<<20), nil
 }
 
 // release stops the sidecar of a session that ended and lets the relay

@@ -18,6 +18,18 @@ type Check func(ctx context.Context) error
 type Checks struct {
 	mu     sync.RWMutex
 	checks map[string]Check
+	info   map[string]string
+}
+
+// Info reports a fact about the process in the body of /readyz under name,
+// such as "sandbox":"off"; it does not change the readiness.
+func (c *Checks) Info(name, value string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.info == nil {
+		c.info = map[string]string{}
+	}
+	c.info[name] = value
 }
 
 // Add registers a readiness check under name.
@@ -68,7 +80,13 @@ func (c *Checks) run(ctx context.Context) (int, map[string]any) {
 	if status != http.StatusOK {
 		state = "not ready"
 	}
-	return status, map[string]any{"status": state, "checks": results}
+	body := map[string]any{"status": state, "checks": results}
+	c.mu.RLock()
+	for name, value := range c.info {
+		body[name] = value
+	}
+	c.mu.RUnlock()
+	return status, body
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {

@@ -41,6 +41,11 @@ func TestReadyzReportsEachCheck(t *testing.T) {
 	assert.Equal(t, "not ready", body["status"])
 	assert.Equal(t, map[string]any{"postgres": "ok", "redis": "connection refused"}, body["checks"])
 
+	checks.Info("sandbox", "off")
+	code, body = get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a fact does not change the readiness")
+	assert.Equal(t, "off", body["sandbox"])
+
 	code, body = get("/healthz")
 	assert.Equal(t, http.StatusOK, code, "liveness does not depend on the dependencies")
 	assert.Equal(t, "ok", body["status"])

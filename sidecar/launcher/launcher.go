@@ -9,8 +9,11 @@
 // without ending its session (a crash, kill -9, a signal) keeps its record,
 // marked exited, so that its runtime starts it again; one that crashes too
 // often has its session ended for it (status error, InfrastructureError).
-// A launcher killed takes its sidecars with it (they suspend on the SIGTERM
-// the kernel sends them); their exits do not count as crashes.
+// Each sidecar runs in its session's sandbox (package sandbox) unless
+// Config.Sandbox is nil. A launcher killed takes its sidecars with it (an
+// unsandboxed one suspends on the SIGTERM the kernel sends it; a sandboxed
+// one dies with its bwrap, which that SIGTERM ends); their exits do not
+// count as crashes.
 // Close stops every sidecar and keeps their records: the launcher's next
 // run starts them again, and they resume their agents. A launcher that
 // restarts after being killed re-adopts the sidecars still running.
@@ -35,6 +38,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentbus/agentbus/sidecar/sandbox"
 )
 
 // Mode says how sidecars are run.
@@ -103,6 +108,20 @@ type Config struct {
 	// session for it. Default 3 in 2 minutes.
 	MaxCrashes  int
 	CrashWindow time.Duration
+	// Sandbox confines each sidecar it starts in process mode, its agent
+	// and their tools (see package sandbox). Nil runs them unconfined, as
+	// this process's user, with a warning at every start.
+	Sandbox *sandbox.Sandbox
+	// SandboxDir keeps each session's sandbox home and temporary
+	// directories in <SandboxDir>/<session id>, across restarts of its
+	// sidecar; they are removed when the session is over. Default:
+	// <temp dir>/agentbus-sandboxes.
+	SandboxDir string
+	// SandboxPrograms names variables of a sidecar's environment that hold
+	// the path of a program its engine runs (the claude CLI): the program,
+	// symbolic links followed, is bound read-only into the sandbox, and the
+	// variable names it there.
+	SandboxPrograms []string
 	// Logger receives the launcher's log. Default slog.Default(); lines
 	// carry component=launcher.
 	Logger *slog.Logger
@@ -125,6 +144,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ConfigDir == "" {
 		c.ConfigDir = filepath.Join(os.TempDir(), "agentbus-sidecars")
+	}
+	if c.SandboxDir == "" {
+		c.SandboxDir = filepath.Join(os.TempDir(), "agentbus-sandboxes")
 	}
 	if c.Name == "" {
 		host, _ := os.Hostname()
@@ -216,6 +238,10 @@ type record struct {
 	Exited bool `json:"exited,omitempty"`
 	// Crashes are the unix ms times of its recent exits without an end.
 	Crashes []int64 `json:"crashes,omitempty"`
+	// Sandboxed is set when the process is bwrap around the sidecar: a
+	// SIGTERM then goes to the sidecar and the processes it started, not
+	// to bwrap, which would kill them all at once.
+	Sandboxed bool `json:"sandboxed,omitempty"`
 	// RedisPasswordSHA256 is the hash of its Redis user's password, to
 	// restore the user should Redis lose it.
 	RedisPasswordSHA256 string `json:"redis_password_sha256,omitempty"`
@@ -333,6 +359,7 @@ func (l *Launcher) Forget(ctx context.Context, sessionID string) error {
 	if n > 0 {
 		l.dropRedisUser(ctx, sessionID)
 	}
+	l.dropSandbox(sessionID)
 	return err
 }
 
@@ -363,7 +390,8 @@ func (l *Launcher) Close() error {
 }
 
 // Stop ends the sidecar of a session that is over: SIGTERM to its process
-// group, SIGKILL after StopGrace. Its record goes. It returns once the
+// group (in a sandbox, to every process of the group but bwrap, whose death
+// kills the sandbox at once), SIGKILL after StopGrace. Its record goes. It returns once the
 // process has exited, and ErrNotRunning when none runs the session.
 func (l *Launcher) Stop(sessionID string) error {
 	l.mu.Lock()
@@ -383,7 +411,9 @@ func (l *Launcher) Stop(sessionID string) error {
 // it after StopGrace.
 func (l *Launcher) terminate(p *sidecarProc) {
 	pid := p.rec.PID
-	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil {
+	if p.rec.Sandboxed {
+		signalGroupBut(pid, syscall.SIGTERM)
+	} else if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGTERM) // not a group leader (adopted from an older launcher)
 	}
 	select {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/sidecar"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/sidecar/sandbox"
 )
 
 // TestMain doubles as the sidecar binary: the launcher under test runs this
@@ -68,9 +70,13 @@ func runLauncher() error {
 	if err != nil {
 		return err
 	}
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		return err
+	}
 	l, err := launcher.New(launcher.Config{Mode: launcher.ModeProcess, Redis: rdb, RedisURL: os.Getenv("REDIS_URL"),
 		Binary: exe, ConfigDir: os.Getenv("LAUNCHER_DIR"), LogDir: os.Getenv("LAUNCHER_DIR"), Name: os.Getenv("LAUNCHER_NAME"),
-		PollInterval: 100 * time.Millisecond})
+		PollInterval: 100 * time.Millisecond, Sandbox: sb, SandboxDir: filepath.Join(os.Getenv("LAUNCHER_DIR"), "sandboxes")})
 	if err != nil {
 		return err
 	}
@@ -87,6 +93,14 @@ func runLauncher() error {
 }
 
 const wait = 30 * time.Second
+
+// testSandbox returns the sandbox every sidecar of the tests runs in.
+func testSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.New(sandbox.Config{})
+	require.NoError(t, err)
+	return sb
+}
 
 type env struct {
 	t        *testing.T
@@ -108,7 +122,7 @@ func (e *env) launcher(mode launcher.Mode, apiURL string) *launcher.Launcher {
 	l, err := launcher.New(launcher.Config{
 		Mode: mode, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe, APIURL: apiURL,
 		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name,
-		PollInterval: 100 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, Sandbox: testSandbox(e.t), SandboxDir: filepath.Join(e.logs, "sandboxes"),
 	})
 	require.NoError(e.t, err)
 	require.NoError(e.t, l.Start(context.Background()))
@@ -189,7 +203,7 @@ func TestProcessSidecarRunsTheSessionToItsEnd(t *testing.T) {
 	started := e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
 	var s protocol.SessionStarted
 	require.NoError(t, json.Unmarshal(started.Data, &s))
-	assert.Equal(t, pid, s.PID)
+	assert.Positive(t, s.PID, "its pid in its sandbox's own pid namespace")
 	assert.Equal(t, cfg.WorkingDirectory, s.WorkingDirectory)
 
 	// The launcher forgets the sidecar and adds no session_end of its own.
@@ -271,6 +285,7 @@ func TestSidecarThatKeepsCrashingHasItsSessionEnded(t *testing.T) {
 	l, err := launcher.New(launcher.Config{
 		Mode: launcher.ModeProcess, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe,
 		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name, MaxCrashes: 2,
+		Sandbox: testSandbox(t), SandboxDir: filepath.Join(e.logs, "sandboxes"),
 	})
 	require.NoError(t, err)
 	require.NoError(t, l.Start(context.Background()))
@@ -368,6 +383,13 @@ func TestCloseStopsEverySidecarAndKeepsThemToStartAgain(t *testing.T) {
 	require.NoError(t, l.Close())
 	for _, pid := range pids {
 		assert.Error(t, syscall.Kill(pid, 0), "sidecar %d is gone once Close returns", pid)
+	}
+	for _, id := range ids {
+		// The SIGTERM reached the sidecar inside its sandbox, not only
+		// bwrap, whose death would have killed it before it suspended.
+		log, err := os.ReadFile(filepath.Join(e.logs, id+".log"))
+		require.NoError(t, err)
+		assert.Contains(t, string(log), "sidecar suspended", "the sidecar of %s suspended", id)
 	}
 	for _, id := range ids {
 		for _, ev := range e.events(id) {
@@ -580,4 +602,79 @@ func TestSidecarKeepsItsRedisUserAcrossARedisRestart(t *testing.T) {
 	assert.ErrorContains(t, err, "NOPERM", "and no more")
 	_, running := l.PID(cfg.SessionID)
 	assert.True(t, running, "the sidecar carries on")
+}
+
+// descendants returns the pids of pid's descendants.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+func TestKillingTheRecordedPIDTakesTheWholeSandboxDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+	pid, _ := l.PID(cfg.SessionID)
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	stat := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])
+	assert.Equal(t, strconv.Itoa(pid), stat[3], "the sandbox is a session of its own")
+	assert.Equal(t, "0", stat[4], "with no controlling terminal")
+	inside := descendants(pid)
+	require.NotEmpty(t, inside, "bwrap runs the sidecar as a child")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	for _, p := range inside {
+		require.Eventually(t, func() bool {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			return err != nil || strings.Contains(string(raw), ") Z ")
+		}, wait, 20*time.Millisecond, "process %d of the sandbox outlived its bwrap", p)
+	}
+}
+
+func TestTheSandboxKeepsItsHomeAcrossRestartsAndGoesWithTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	home := filepath.Join(e.logs, "sandboxes", cfg.SessionID, "home")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventSessionStarted, wait)
+	require.DirExists(t, home)
+	require.NoError(t, os.WriteFile(filepath.Join(home, "note"), []byte("kept"), 0o600))
+	pid, _ := l.PID(cfg.SessionID)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	<-l.Exits()
+	assert.FileExists(t, filepath.Join(home, "note"), "a crash keeps the session's home")
+
+	_, err = l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(home, "note"), "the sidecar started again finds it")
+	require.NoError(t, l.Stop(cfg.SessionID))
+	assert.NoDirExists(t, filepath.Dir(home), "a session that is over leaves no sandbox behind")
 }

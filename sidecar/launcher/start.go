@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,11 +17,38 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/sidecar/sandbox"
 )
+
+// Where the sidecar finds its binary, its config and the engine's
+// programs inside its sandbox.
+const (
+	binaryInside   = "/run/agentbus/agentbus"
+	configInside   = "/run/agentbus/sidecar.json"
+	programsInside = "/run/agentbus/bin"
+)
+
+// StartOption adjusts how one sidecar starts.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	maxProcesses int
+	maxMemory    int64
+}
+
+// WithLimits overrides the limits of the sidecar's sandbox: processes, and
+// bytes of memory per process; a zero keeps the Sandbox's.
+func WithLimits(maxProcesses int, maxMemory int64) StartOption {
+	return func(o *startOptions) { o.maxProcesses, o.maxMemory = maxProcesses, maxMemory }
+}
 
 // StartSession starts the sidecar of cfg.SessionID with the session's
 // agent API key (StartSessionAsync of the seed's IAgentRuntime).
-func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey string) (Handle, error) {
+func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey string, opts ...StartOption) (Handle, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	id := cfg.SessionID
 	if !protocol.ValidSessionID(id) {
 		return Handle{}, fmt.Errorf("launcher: session id %q may hold only a-z, 0-9, '-' and '_'", id)
@@ -61,7 +89,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		return Handle{}, fmt.Errorf("launcher: write the config: %w", err)
 	}
 	redisURL, redisPasswordHash := l.sessionRedisURL(ctx, id)
-	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey)
+	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey, o)
 	if err != nil {
 		_ = os.Remove(file)
 		return Handle{}, err
@@ -76,7 +104,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	started := time.Now().UnixMilli()
 	rec := record{
 		RuntimeJobID: fmt.Sprintf("process:%s:%d:%d", l.cfg.Name, pid, started),
-		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started,
+		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started, Sandboxed: l.cfg.Sandbox != nil,
 		Crashes: l.crashes(ctx, id), RedisPasswordSHA256: redisPasswordHash,
 	}
 	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd, gone: make(chan struct{})}
@@ -97,19 +125,31 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 
 // command builds the sidecar's command; closeOutput closes this process's
 // copy of the sidecar's log file once the child holds it.
-func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, func(), error) {
-	args := append(append([]string(nil), l.cfg.Args...), "--session", id, "--config", file)
-	cmd := exec.Command(l.cfg.Binary, args...)
-	cmd.Dir = dir
+func (l *Launcher) command(id, file, dir, redisURL, apiKey string, o startOptions) (*exec.Cmd, func(), error) {
 	env := inherited(l.cfg.InheritEnv, os.Environ())
 	env = append(env, "REDIS_URL="+redisURL, "AGENTBUS_API_URL="+l.cfg.APIURL, "AGENTBUS_SESSION_KEY="+apiKey)
-	cmd.Env = append(env, l.cfg.Env...)
-	// Its own process group: a signal to the launcher's group (Ctrl-C)
-	// does not reach it before the launcher stops it in order, and a signal
-	// to the group reaches the engine's children too. Should the launcher
-	// die without stopping it (kill -9), the kernel sends it SIGTERM, so no
-	// sidecar is left behind; the next launcher starts it again.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	env = append(env, l.cfg.Env...)
+	argv := append([]string{l.cfg.Binary}, l.cfg.Args...)
+	argv = append(argv, "--session", id, "--config", file)
+	if l.cfg.Sandbox == nil {
+		l.log.Warn("sidecar starts unsandboxed: its agent reaches everything this process's user does", "session_id", id)
+	} else {
+		var err error
+		if argv, env, err = l.sandboxed(id, file, dir, env, o); err != nil {
+			return nil, nil, err
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	// A session of its own: no terminal of the launcher's is reachable (no
+	// keystrokes pushed into it with TIOCSTI), a signal to the launcher's
+	// group (Ctrl-C) does not reach it before the launcher stops it in
+	// order, and a signal to its group reaches the engine's children too.
+	// Should the launcher die without stopping it (kill -9), the kernel
+	// sends it SIGTERM, so no sidecar is left behind (bwrap, which dies
+	// of it, takes its sandbox along); the next launcher starts it again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
 	// The output is a file, never a pipe, so a sidecar keeps writing its
 	// log after the launcher is gone.
 	if l.cfg.LogDir == "" {
@@ -125,6 +165,76 @@ func (l *Launcher) command(id, file, dir, redisURL, apiKey string) (*exec.Cmd, f
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd, func() { _ = out.Close() }, nil
+}
+
+// sandboxed returns the command line and environment that run the
+// sidecar of argv in the session's sandbox: the binary and the config file
+// are bound read-only at fixed paths, and so is each of the engine's
+// programs named in env by SandboxPrograms.
+func (l *Launcher) sandboxed(id, file, dir string, env []string, o startOptions) ([]string, []string, error) {
+	state, err := filepath.Abs(filepath.Join(l.cfg.SandboxDir, id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("launcher: %w", err)
+	}
+	if dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, nil, fmt.Errorf("launcher: %w", err)
+		}
+	}
+	spec := sandbox.Spec{Dir: dir, State: state,
+		ReadOnly:     []sandbox.Bind{{Host: l.cfg.Binary, Inside: binaryInside}, {Host: file, Inside: configInside}},
+		MaxProcesses: o.maxProcesses, MaxMemory: o.maxMemory}
+	if spec.Dir == "" {
+		spec.Dir = filepath.Join(spec.State, "work")
+		if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("launcher: %w", err)
+		}
+	}
+	for i, kv := range env {
+		name, path, _ := strings.Cut(kv, "=")
+		if !slices.Contains(l.cfg.SandboxPrograms, name) || path == "" {
+			continue
+		}
+		host, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			continue // the engine reports the missing program as the session's failure
+		}
+		inside := programsInside + "/" + filepath.Base(host)
+		spec.ReadOnly = append(spec.ReadOnly, sandbox.Bind{Host: host, Inside: inside})
+		env[i] = name + "=" + inside
+	}
+	argv := append([]string{binaryInside}, l.cfg.Args...)
+	argv = append(argv, "--session", id, "--config", configInside)
+	argv, err = l.cfg.Sandbox.Command(spec, argv...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("launcher: %w", err)
+	}
+	return argv, append(env, sandbox.Env()...), nil
+}
+
+// dropSandbox removes the sandbox directories of a session that is over.
+func (l *Launcher) dropSandbox(id string) {
+	if err := os.RemoveAll(filepath.Join(l.cfg.SandboxDir, id)); err != nil {
+		l.log.Warn("sandbox directory not removed", "session_id", id, "error", err)
+	}
+}
+
+// signalGroupBut sends sig to every process of the process group pgid
+// but its leader.
+func signalGroupBut(pgid int, sig syscall.Signal) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if group, err := procGroup(pid); err == nil && group == pgid {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
 }
 
 func (l *Launcher) store(ctx context.Context, id string, rec record) error {
@@ -223,6 +333,7 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string, observed boo
 	case stopping || ended:
 		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
 		l.dropRedisUser(ctx, id)
+		l.dropSandbox(id)
 		if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 			l.log.Warn("record not removed", "session_id", id, "error", err)
 		}
@@ -261,6 +372,7 @@ func (l *Launcher) giveUp(ctx context.Context, id string, exitCode int, how stri
 	}
 	l.log.Error("sidecar keeps crashing; its session ended", "session_id", id, "exit_code", exitCode, "how", how)
 	l.dropRedisUser(ctx, id)
+	l.dropSandbox(id)
 	if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 		l.log.Warn("record not removed", "session_id", id, "error", err)
 	}
@@ -347,25 +459,43 @@ var errNoProc = errors.New("no /proc file system")
 
 // procStat reads the state and start time of pid from /proc/<pid>/stat.
 func procStat(pid int) (state string, start uint64, err error) {
+	fields, err := procStatFields(pid)
+	if err != nil {
+		return "", 0, err
+	}
+	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+	start, err = strconv.ParseUint(fields[19], 10, 64)
+	return fields[0], start, err
+}
+
+// procGroup reads the process group of pid from /proc/<pid>/stat.
+func procGroup(pid int) (int, error) {
+	fields, err := procStatFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(fields[2]) // field 5 (pgrp)
+}
+
+// procStatFields returns the fields of /proc/<pid>/stat from field 3 on.
+func procStatFields(pid int) ([]string, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
-			return "", 0, errNoProc
+			return nil, errNoProc
 		}
-		return "", 0, err
+		return nil, err
 	}
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields that follow start after its last ')'.
 	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return "", 0, errors.New("unreadable /proc stat")
+		return nil, errors.New("unreadable /proc stat")
 	}
 	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
 	if len(fields) < 20 {
-		return "", 0, errors.New("short /proc stat")
+		return nil, errors.New("short /proc stat")
 	}
-	start, err = strconv.ParseUint(fields[19], 10, 64)
-	return fields[0], start, err
+	return fields, nil
 }
