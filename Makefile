@@ -145,7 +145,7 @@ tools:
 	$(GO) mod download -json $(NATSCLI) >/dev/null
 	cd $$($(GO) env GOMODCACHE)/$(NATSCLI) && GOFLAGS=-mod=mod $(GO) build \
 	  -ldflags "-X main.version=$(NATSCLI_VERSION)" -o $(CURDIR)/bin/nats ./nats
-	@echo "bin/nats built: bin/nats --server 127.0.0.1:4222 stream ls"
+	@echo "bin/nats built: set -a; . .agentbus/credentials.env; set +a; bin/nats --server \"\$$NATS_URL\" stream ls"
 
 clean:
 	rm -rf bin bench.out steering.png

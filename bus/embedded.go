@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,6 +34,11 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's log; nil keeps the server quiet.
 	Logger *slog.Logger
+	// Users is a server configuration holding the users' authorization
+	// block (nats/users.conf with its passwords defined, see UsersConfig);
+	// empty lets anyone who reaches the port in, which only a test that
+	// runs nothing else beside it may want.
+	Users string
 	// SkipFsync stores messages without an fsync before each ack. A
 	// crashed process still loses nothing (every write reaches the file
 	// before the ack), but a crashed machine can lose what was stored
@@ -85,20 +92,22 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		}
 		_ = l.Close()
 	}
-	opts := &server.Options{
-		ServerName:        cfg.ServerName,
-		Host:              cfg.Host,
-		Port:              cfg.Port,
-		HTTPHost:          cfg.Host,
-		HTTPPort:          cfg.HTTPPort,
-		JetStream:         true,
-		StoreDir:          cfg.StoreDir,
-		JetStreamMaxStore: cfg.MaxStore,
-		SyncAlways:        !cfg.SkipFsync,
-		// The host process owns the signals; the server must not exit on them.
-		NoSigs: true,
-		NoLog:  cfg.Logger == nil,
+	opts := &server.Options{}
+	if cfg.Users != "" {
+		// The server's own parser reads the users and their permissions,
+		// exactly as nats-server reads users.conf in a deployment.
+		if err := opts.ProcessConfigString(cfg.Users); err != nil {
+			return nil, fmt.Errorf("bus: embedded nats server: users: %w", err)
+		}
 	}
+	opts.ServerName = cfg.ServerName
+	opts.Host, opts.Port = cfg.Host, cfg.Port
+	opts.HTTPHost, opts.HTTPPort = cfg.Host, cfg.HTTPPort
+	opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore = true, cfg.StoreDir, cfg.MaxStore
+	opts.SyncAlways = !cfg.SkipFsync
+	// The host process owns the signals; the server must not exit on them.
+	opts.NoSigs = true
+	opts.NoLog = cfg.Logger == nil
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("bus: embedded nats server: %w", err)
@@ -116,6 +125,31 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		return nil, errors.New("bus: embedded nats server started without JetStream")
 	}
 	return srv, nil
+}
+
+// passwordVariable is how users.conf names each user's password.
+var passwordVariable = regexp.MustCompile(`\$(NATS_PASSWORD_[A-Z0-9_]+)`)
+
+// UsersConfig returns conf (nats/users.conf) with each $NATS_PASSWORD_<USER>
+// it uses defined, as password returns it for the variable's suffix in
+// lower case (OPERATOR -> "operator", SIDECAR_DISPATCH ->
+// "sidecar_dispatch"), for EmbeddedConfig.Users.
+func UsersConfig(conf string, password func(user string) (string, error)) (string, error) {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, m := range passwordVariable.FindAllStringSubmatch(conf, -1) {
+		name := m[1]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		pw, err := password(strings.ToLower(strings.TrimPrefix(name, "NATS_PASSWORD_")))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%s: %s\n", name, strconv.Quote(pw))
+	}
+	return b.String() + conf, nil
 }
 
 // slogAdapter writes the server's log lines to slog.

@@ -69,3 +69,25 @@ func ProvisionWith(ctx context.Context, js jetstream.JetStream, opts ProvisionOp
 	}
 	return nil
 }
+
+// Verify checks that every stream and durable consumer defined in the nats/
+// folder exists, for a process that may not provision them (a component's
+// NATS user may not create, update or delete them).
+func Verify(ctx context.Context, js jetstream.JetStream) error {
+	defs, err := DefaultDefinitions()
+	if err != nil {
+		return err
+	}
+	const how = "provision them as the operator: `agentbus up`, or `agentbus migrate` with NATS_URL"
+	for _, s := range defs.Streams {
+		if _, err := js.Stream(ctx, s.Name); err != nil {
+			return fmt.Errorf("bus: stream %s: %w (%s)", s.Name, err, how)
+		}
+		for _, c := range defs.Consumers[s.Name] {
+			if _, err := js.Consumer(ctx, s.Name, c.Durable); err != nil {
+				return fmt.Errorf("bus: consumer %s on %s: %w (%s)", c.Durable, s.Name, err, how)
+			}
+		}
+	}
+	return nil
+}

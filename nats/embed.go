@@ -18,3 +18,9 @@ import "embed"
 //
 //go:embed streams consumers
 var Definitions embed.FS
+
+// Users is users.conf: one user per component and the operator, each
+// password a $NATS_PASSWORD_<USER> variable.
+//
+//go:embed users.conf
+var Users string

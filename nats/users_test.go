@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -285,4 +286,85 @@ func TestUsersFlowOfACommand(t *testing.T) {
 	e, err := kv.Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, "active", string(e.Value()))
+}
+
+// TestJSDenyNamesEveryStreamAndConsumer: a stream or durable consumer
+// added to nats/ is out of the components' reach from its first day.
+func TestJSDenyNamesEveryStreamAndConsumer(t *testing.T) {
+	raw, err := os.ReadFile("users.conf")
+	require.NoError(t, err)
+	conf := string(raw)
+	defs, err := bus.DefaultDefinitions()
+	require.NoError(t, err)
+	for _, s := range defs.Streams {
+		for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE"} {
+			assert.Contains(t, conf, `"$JS.API.STREAM.`+op+`.`+s.Name+`"`)
+		}
+		for _, c := range defs.Consumers[s.Name] {
+			for _, subject := range []string{"CREATE." + s.Name + "." + c.Durable, "CREATE." + s.Name + "." + c.Durable + ".>", "DELETE." + s.Name + "." + c.Durable} {
+				assert.Contains(t, conf, `"$JS.API.CONSUMER.`+subject+`"`)
+			}
+		}
+	}
+}
+
+// TestComponentsCannotReconfigureTheBus: no component's user changes,
+// purges or deletes a stream, nor creates, changes or deletes a durable
+// consumer; the operator provisions them. The api still runs the ordered
+// consumers of its live streams.
+func TestComponentsCannotReconfigureTheBus(t *testing.T) {
+	srv := startWithUsers(t)
+	op := connectAs(t, srv, "operator")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, bus.Provision(ctx, op.js))
+	_, err := op.js.Publish(ctx, "agents.evt.session.s1.session_started", []byte(`{}`))
+	require.NoError(t, err)
+	events, err := op.js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+
+	t.Run("each component", func(t *testing.T) {
+		for user := range componentUsers {
+			if user == "operator" {
+				continue
+			}
+			t.Run(user, func(t *testing.T) {
+				t.Parallel()
+				c := connectAs(t, srv, user)
+				// A refused request gets no answer: each waits this long.
+				short := func() context.Context {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					t.Cleanup(cancel)
+					return ctx
+				}
+				cfg := events.CachedInfo().Config
+				cfg.MaxMsgs = 1
+				_, err := c.js.UpdateStream(short(), cfg)
+				assert.Error(t, err, "%s updated AGENTS_EVENTS", user)
+				stream, err := c.js.Stream(short(), bus.StreamEvents)
+				require.NoError(t, err, "%s reads the stream's info", user)
+				assert.Error(t, stream.Purge(short()), "%s purged AGENTS_EVENTS", user)
+				assert.Error(t, c.js.DeleteStream(short(), bus.StreamDLQ), "%s deleted AGENTS_DLQ", user)
+				assert.Error(t, c.js.DeleteConsumer(short(), bus.StreamEvents, "pool"), "%s deleted the pool consumer", user)
+				_, err = c.js.CreateOrUpdateConsumer(short(), bus.StreamEvents, jetstream.ConsumerConfig{
+					Durable: "pool", FilterSubject: "agents.evt.>", AckPolicy: jetstream.AckExplicitPolicy})
+				assert.Error(t, err, "%s redefined the pool consumer", user)
+			})
+		}
+	})
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := events.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, events.CachedInfo().Config.MaxMsgs, info.Config.MaxMsgs, "AGENTS_EVENTS kept its limits")
+	assert.EqualValues(t, 1, info.State.Msgs, "AGENTS_EVENTS kept its messages")
+	_, err = op.js.Consumer(ctx, bus.StreamEvents, "pool")
+	require.NoError(t, err, "the pool consumer is still there")
+
+	api := connectAs(t, srv, "api")
+	ordered, err := api.js.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"agents.evt.session.>"}})
+	require.NoError(t, err)
+	msg, err := ordered.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err, "the api reads through an ordered consumer")
+	assert.Equal(t, "agents.evt.session.s1.session_started", msg.Subject())
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/workspace"
+	natsconf "github.com/agentbus/agentbus/nats"
 )
 
 // infra holds the connections every component needs, and whatever private
@@ -147,15 +150,31 @@ func (in *infra) connectRedis(ctx context.Context, url string) error {
 	return nil
 }
 
-// connectNATS connects to url and provisions the streams and consumers.
-func (in *infra) connectNATS(ctx context.Context, url string, replicas int) error {
-	nc, js, err := bus.Connect(ctx, url, append([]nats.Option{nats.Name("agentbus")}, natsAuth()...)...)
+// connectNATS connects to url and provisions the streams and consumers,
+// or, connected as a component's user, which may not, checks that they
+// are there.
+func (in *infra) connectNATS(ctx context.Context, rawURL string, replicas int) error {
+	nc, js, err := bus.Connect(ctx, rawURL, append([]nats.Option{nats.Name("agentbus")}, natsAuth()...)...)
 	if err != nil {
 		return err
 	}
-	in.NC, in.JS, in.NATSURL = nc, js, url
+	in.NC, in.JS, in.NATSURL = nc, js, redacted(rawURL)
 	in.onClose(func() { _ = nc.Drain() })
+	if user := natsUser(rawURL); user != "" && user != "operator" {
+		return bus.Verify(ctx, js)
+	}
 	return bus.ProvisionWith(ctx, js, bus.ProvisionOptions{Replicas: replicas})
+}
+
+// natsUser is the NATS user this process connects as: the one in its URL,
+// else NATS_USER; empty for a server without users (or NATS_CREDS).
+func natsUser(rawURL string) string {
+	for _, one := range strings.Split(rawURL, ",") {
+		if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.User != nil {
+			return u.User.Username()
+		}
+	}
+	return os.Getenv("NATS_USER")
 }
 
 // natsAuth returns the credentials of this component's NATS user:
@@ -216,18 +235,45 @@ func (in *infra) startPrivateRedis(ctx context.Context, dir string, port int) (s
 	return r.URL(), nil
 }
 
-// startEmbeddedNATS runs nats-server in this process with its store under dir.
-func (in *infra) startEmbeddedNATS(dir string, port, httpPort int) (string, error) {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
-		StoreDir: filepath.Join(dir, "nats"), Port: port, HTTPPort: httpPort,
-		Logger: slog.Default(),
+// startEmbeddedNATS runs nats-server in this process with its store under
+// dir and the users of nats/users.conf, their passwords generated and kept
+// in dir. It returns the server's URL and the operator's URL to it, with
+// the password: this process provisions the streams and consumers.
+func (in *infra) startEmbeddedNATS(dir string, port, httpPort int) (plain, operator string, err error) {
+	users, err := bus.UsersConfig(natsconf.Users, func(user string) (string, error) {
+		return credentials.Password(dir, "nats-"+user)
 	})
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{
+		StoreDir: filepath.Join(dir, "nats"), Port: port, HTTPPort: httpPort,
+		Logger: slog.Default(), Users: users,
+	})
+	if err != nil {
+		return "", "", err
 	}
 	in.onClose(func() { shutdownNATS(srv) })
+	password, err := credentials.Password(dir, "nats-operator")
+	if err != nil {
+		return "", "", err
+	}
+	u, err := url.Parse(srv.ClientURL())
+	if err != nil {
+		return "", "", err
+	}
+	u.User = url.UserPassword("operator", password)
 	slog.Info("embedded nats started", "component", "up", "url", srv.ClientURL())
-	return srv.ClientURL(), nil
+	return srv.ClientURL(), u.String(), nil
+}
+
+// redacted returns a server URL without the password it may hold.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
 }
 
 func shutdownNATS(srv *server.Server) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/internal/uptest"
 )
 
 // componentCheck is a slog handler that remembers every record logged
@@ -133,9 +134,7 @@ func TestUpIsObservable(t *testing.T) {
 // jetStream connects to the NATS server of up.
 func (u *upUnderTest) jetStream() jetstream.JetStream {
 	u.t.Helper()
-	i := slices.Index(u.args, "--nats-port")
-	require.GreaterOrEqual(u.t, i, 0)
-	nc, err := nats.Connect("nats://127.0.0.1:" + u.args[i+1])
+	nc, err := nats.Connect(uptest.Credentials(u.t, u.dataDir)["NATS_URL"])
 	require.NoError(u.t, err)
 	u.t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -138,7 +138,7 @@ func startExternalUp(b *testing.B, prefix string, flags ...string) *externalUp {
 	}, 90*time.Second, 100*time.Millisecond)
 	u.token, err = api.NewToken(runtimeSecret, u.owner, time.Hour)
 	require.NoError(b, err)
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	nc, err := nats.Connect(uptest.Credentials(b, dataDir)["NATS_URL"])
 	require.NoError(b, err)
 	b.Cleanup(nc.Close)
 	u.js, err = jetstream.New(nc)

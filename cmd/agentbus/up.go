@@ -137,24 +137,25 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	slog.Info("agentbus is up", "component", "up",
 		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
-	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  UI:     http://%s/ui/   (sign in with the token below)\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (nats --server %s stream ls)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
-		cfg.httpAddr, cfg.httpAddr, in.NATSURL, in.NATSURL, token, devUserID)
+	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  UI:     http://%s/ui/   (sign in with the token below)\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (its credentials and the servers': %s)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
+		cfg.httpAddr, cfg.httpAddr, in.NATSURL, filepath.Join(dataDir, credentials.EnvFile), token, devUserID)
 	return runComponents(ctx, components)
 }
 
 // startInfra connects to, or starts, NATS, Postgres and Redis, and brings
 // the schema and the streams up to date.
 func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) error {
-	natsURL := cfg.natsURL
+	natsURL, shown := cfg.natsURL, redacted(cfg.natsURL)
 	if natsURL == "" {
 		var err error
-		if natsURL, err = in.startEmbeddedNATS(dataDir, cfg.natsPort, cfg.natsHTTP); err != nil {
+		if shown, natsURL, err = in.startEmbeddedNATS(dataDir, cfg.natsPort, cfg.natsHTTP); err != nil {
 			return err
 		}
 	}
 	if err := in.connectNATSWithEnvReplicas(ctx, natsURL); err != nil {
 		return err
 	}
+	in.NATSURL = shown
 	dbURL := cfg.databaseURL
 	if dbURL == "" {
 		var err error
@@ -183,7 +184,7 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 	}
 	// The operator's tools (agentbus migrate, psql, redis-cli) find the
 	// servers' credentials here, outside every sandbox.
-	return credentials.WriteEnv(dataDir, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL})
+	return credentials.WriteEnv(dataDir, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL, "NATS_URL": natsURL})
 }
 
 // component is one long-running part of the process.

@@ -84,10 +84,10 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	}
 
 	stop := start()
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	natsURL := uptest.Credentials(t, dataDir)["NATS_URL"]
 	sessionID := startSessionThroughUp(t, natsURL)
 	dbURL := uptest.Credentials(t, dataDir)["DATABASE_URL"]
-	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort)
+	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort, natsPort)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
 	_, err = conn.Exec(context.Background(), "INSERT INTO processed_messages (consumer, message_id) VALUES ('up-test', 'kept')")
@@ -101,7 +101,7 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 	stop = start()
 	defer stop()
 	assert.Equal(t, dbURL, uptest.Credentials(t, dataDir)["DATABASE_URL"], "up keeps its servers' passwords across restarts")
-	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort)
+	serversRefuseClientsWithoutCredentials(t, dataDir, pgPort, redisPort, natsPort)
 	conn, err = pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
@@ -116,9 +116,9 @@ func TestUpStartsReadyAndKeepsDataAcrossRestart(t *testing.T) {
 }
 
 // serversRefuseClientsWithoutCredentials checks that the private Postgres
-// and Redis of the up of dataDir take only the credentials it keeps in
+// and Redis and the embedded NATS of the up of dataDir take only the credentials it keeps in
 // credentials.env (mode 0600), and no client with none or the defaults.
-func serversRefuseClientsWithoutCredentials(t *testing.T, dataDir string, pgPort, redisPort int) {
+func serversRefuseClientsWithoutCredentials(t *testing.T, dataDir string, pgPort, redisPort, natsPort int) {
 	t.Helper()
 	ctx := context.Background()
 	info, err := os.Stat(filepath.Join(dataDir, credentials.EnvFile))
@@ -152,6 +152,17 @@ func serversRefuseClientsWithoutCredentials(t *testing.T, dataDir string, pgPort
 	def := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: "default", Password: ""})
 	defer def.Close()
 	assert.Error(t, def.Ping(ctx).Err(), "Redis let in its default user")
+
+	nc, err := nats.Connect(env["NATS_URL"])
+	require.NoError(t, err, "the URL of credentials.env logs into NATS")
+	nc.Close()
+	for _, opt := range []nats.Option{nats.Name("anonymous"), nats.UserInfo("operator", "change-me-operator"), nats.UserInfo("api", "")} {
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort), opt)
+		if err == nil {
+			nc.Close()
+		}
+		assert.ErrorIs(t, err, nats.ErrAuthorization, "NATS let in a client without its credentials")
+	}
 }
 
 // startSessionThroughUp sends start_session through a command client

@@ -177,7 +177,10 @@ func (d *Deployment) Start(ctx context.Context, usersConf string) error {
 		return err
 	}
 	migrate := exec.CommandContext(ctx, d.Bin, "migrate")
-	migrate.Env = []string{"DATABASE_URL=" + d.DBURL, "PATH=" + os.Getenv("PATH")}
+	// migrate provisions the streams and consumers as the operator: the
+	// components' users may not.
+	migrate.Env = []string{"DATABASE_URL=" + d.DBURL, "PATH=" + os.Getenv("PATH"),
+		"NATS_URL=" + d.NATSURL, "NATS_USER=operator", "NATS_PASSWORD=" + d.passwords["operator"]}
 	if out, err := migrate.CombinedOutput(); err != nil {
 		return fmt.Errorf("migrate: %w: %s", err, out)
 	}
