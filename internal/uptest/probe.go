@@ -59,9 +59,9 @@ func (p Probe) Script() string {
 # What an agent could try against the deployment that runs it.
 try() {
   name=$1
-  out=$(timeout 10 bash -c "$2" 2>&1)
+  out=$(timeout 10 bash -o pipefail -c "$2" 2>&1)
   rc=$?
-  printf '%s: %s\n' "$name" "$(printf '%s' "$out" | head -c 120 | tr '\n\0' '  ')"
+  printf '%s: %s\n' "$name" "$(printf '%s' "$out" | head -c 60 | tr '\n\0' '  ')"
   if [ $rc = 0 ]; then state=open; else state=closed; fi
   printf '%s=%s\n' "$name" "$state"
 }
@@ -73,7 +73,9 @@ echo "probe: begin in $(pwd) as $(id -u)"
 	try("jwt-secret", "cat "+q(filepath.Join(data, "jwt-secret")))
 	try("jwt-secret-relative", "cat ../../../jwt-secret")
 	try("credentials-env", "cat "+q(filepath.Join(data, "credentials.env")))
-	try("data-dir", "ls "+q(data)+" | grep -q .")
+	// The data directory's path to the working directory may show; none
+	// of its files may.
+	try("data-dir", "ls -A "+q(data)+" | grep -qv '^workspace$'")
 	try("environ-up", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.UpPID))
 	try("environ-other-sidecar", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.OtherSidecarPID))
 	try("environ-any-other-session", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep "+q(other))
