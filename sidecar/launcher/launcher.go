@@ -355,6 +355,10 @@ func (l *Launcher) Forget(ctx context.Context, sessionID string) error {
 	if running {
 		return nil
 	}
+	if l.cfg.Mode == ModeExternal {
+		l.dropRedisUser(ctx, sessionID)
+		return l.cfg.Redis.Del(ctx, LaunchKey(sessionID)).Err()
+	}
 	n, err := l.cfg.Redis.HDel(ctx, l.key, sessionID).Result()
 	if n > 0 {
 		l.dropRedisUser(ctx, sessionID)

@@ -473,16 +473,35 @@ func TestExternalModeStartsNothingAndLeavesTheConfigInRedis(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cfg.Objective, got.Objective)
 
-	// Someone else runs the sidecar with nothing but the session id: it
-	// finds its config in Redis.
+	// Someone else runs the sidecar with what the launch record says: its
+	// session's own Redis user, which reaches no other session's keys,
+	// and the session's key. It finds its config in Redis.
+	ctx := context.Background()
+	launch, err := e.rdb.HGetAll(ctx, launcher.LaunchKey(cfg.SessionID)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "k", launch["session_key"])
+	opts, err := redis.ParseURL(launch["redis_url"])
+	require.NoError(t, err)
+	assert.Equal(t, "sidecar-"+cfg.SessionID, opts.Username, "the sidecar logs in as its session's own user")
+	own := redis.NewClient(opts)
+	defer own.Close()
+	assert.Error(t, own.Get(ctx, protocol.ConfigKey(uuid.NewString())).Err(), "another session's keys are out of its reach")
+	assert.Error(t, own.HGetAll(ctx, launcher.LaunchKey(cfg.SessionID)).Err(), "the launch record is out of its reach")
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, "sidecar", "--session", cfg.SessionID)
-	cmd.Env = []string{"REDIS_URL=" + e.redisURL}
+	cmd.Env = []string{"REDIS_URL=" + launch["redis_url"], "AGENTBUS_SESSION_KEY=" + launch["session_key"]}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	end := endOf(t, e.waitEvent(cfg.SessionID, protocol.EventSessionEnd, wait))
 	assert.Equal(t, protocol.ReasonCompleted, end.Reason)
+
+	// The session is over: its record and its user go.
+	require.NoError(t, l.Forget(ctx, cfg.SessionID))
+	n, err := e.rdb.Exists(ctx, launcher.LaunchKey(cfg.SessionID)).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Error(t, own.Ping(ctx).Err(), "the session's Redis user is gone")
 }
 
 func TestStartSessionRefusesWhatCannotRun(t *testing.T) {

@@ -65,6 +65,15 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		if err := l.cfg.Redis.Set(ctx, protocol.ConfigKey(id), raw, 0).Err(); err != nil {
 			return Handle{}, fmt.Errorf("launcher: store the config: %w", err)
 		}
+		// Whoever runs the sidecar reads how it connects from here: a Redis
+		// user of the session's own and the session's agent key. A
+		// sidecar's user cannot read it (it reaches agent:session:{<id>}
+		// keys only).
+		redisURL, _ := l.sessionRedisURL(ctx, id)
+		if err := l.cfg.Redis.HSet(ctx, LaunchKey(id), "redis_url", redisURL, "session_key", apiKey,
+			"api_url", l.cfg.APIURL).Err(); err != nil {
+			return Handle{}, fmt.Errorf("launcher: store the launch record: %w", err)
+		}
 		return Handle{SessionID: id, RuntimeJobID: "external:" + id}, nil
 	}
 	if cfg.WorkingDirectory != "" {
@@ -122,6 +131,12 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	l.log.Info("sidecar started", "session_id", id, "pid", pid, "runtime_job_id", rec.RuntimeJobID)
 	return p.handle, nil
 }
+
+// LaunchKey is the Redis hash where a launcher in external mode leaves, for
+// whoever runs the session's sidecar, what it connects with: redis_url (a
+// Redis user of the session's own), session_key and api_url, given to the
+// sidecar as REDIS_URL, AGENTBUS_SESSION_KEY and AGENTBUS_API_URL.
+func LaunchKey(sessionID string) string { return "agentbus:launch:" + sessionID }
 
 // command builds the sidecar's command; closeOutput closes this process's
 // copy of the sidecar's log file once the child holds it.
