@@ -45,6 +45,24 @@ function SignIn({ onDone }: { onDone: () => void }) {
   );
 }
 
+// SandboxWarning says so when this deployment runs agents outside their
+// sandboxes (--unsandboxed), as /readyz reports it.
+function SandboxWarning() {
+  const [off, setOff] = useState(false);
+  useEffect(() => {
+    fetch("/readyz")
+      .then((r) => r.json())
+      .then((body) => setOff(body?.sandbox === "off"))
+      .catch(() => {});
+  }, []);
+  if (!off) return null;
+  return (
+    <p class="error" role="alert" id="unsandboxed">
+      Agents run unsandboxed on this deployment: every agent can read the server's files and reach its servers. Run them only for code you trust.
+    </p>
+  );
+}
+
 function App() {
   const route = useRoute();
   const [signedIn, setSignedIn] = useState(token() !== "");
@@ -75,6 +93,7 @@ function App() {
           Sign out
         </button>
       </nav>
+      <SandboxWarning />
       <main>{page}</main>
     </>
   );

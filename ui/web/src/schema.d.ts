@@ -412,6 +412,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/sessions/{id}/force-cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Force-cancel a session
+         * @description Stops the session for good without letting its agent finish the running tool: the agent is abandoned at once (-> Cancelling; Cancelled once the sidecar ended). A Queued session is Cancelled at once.
+         */
+        post: operations["force-cancel-session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/sessions/{id}/interrupt": {
         parameters: {
             query?: never;
@@ -1207,7 +1227,7 @@ export interface paths {
         put?: never;
         /**
          * Add an MCP tool
-         * @description Registers an MCP tool for the template's sessions; its name must be new to the template, its input schema a JSON Schema of type object and its server URI absolute.
+         * @description Registers an MCP tool for the template's sessions; its name must be new to the template, its input schema a JSON Schema of type object and its server URI an http or https URL that points to no cloud metadata service, link-local address, or (unless the operator allows them) loopback or private address.
          */
         post: operations["add-template-tool"];
         delete?: never;
@@ -2479,12 +2499,14 @@ export interface components {
             sessionId: string;
         };
         MessageEnqueuedEvent: {
+            content: string;
             messageId: string;
             /** Format: date-time */
             occurredAt: string;
             ownerId: string;
             priority: string;
             sessionId: string;
+            sessionStatus: string;
             source: string;
         };
         MessageList: {
@@ -2891,6 +2913,20 @@ export interface components {
              */
             minPriority?: string;
         };
+        SandboxLimits: {
+            /**
+             * Format: int64
+             * @description Memory, in MiB, each process of the sandbox may allocate; 0 for the deployment's (4096 by default).
+             * @example 2048
+             */
+            maxMemoryMiB?: number;
+            /**
+             * Format: int64
+             * @description Processes one session's sandbox may hold; 0 for the deployment's (512 by default).
+             * @example 256
+             */
+            maxProcesses?: number;
+        };
         Schedule: {
             /**
              * @description A five-field cron expression.
@@ -3036,6 +3072,7 @@ export interface components {
         };
         SessionCancelRequestedEvent: {
             commandId: string;
+            force?: boolean;
             /** Format: date-time */
             occurredAt: string;
             ownerId: string;
@@ -3881,7 +3918,7 @@ export interface components {
             session: components["schemas"]["SessionDetail"];
         };
         /** @description One domain event of a session, its queue or its chain. Its data depends on type. */
-        StreamEvent: components["schemas"]["StreamEventAgentSessionCreated"] | components["schemas"]["StreamEventAgentSessionStarted"] | components["schemas"]["StreamEventAgentSessionTurnBegun"] | components["schemas"]["StreamEventAgentSessionTurnCompleted"] | components["schemas"]["StreamEventAgentSessionOutputReady"] | components["schemas"]["StreamEventSessionInterruptRequested"] | components["schemas"]["StreamEventSessionInterrupted"] | components["schemas"]["StreamEventSessionPauseRequested"] | components["schemas"]["StreamEventSessionPaused"] | components["schemas"]["StreamEventSessionResumeRequested"] | components["schemas"]["StreamEventSessionResumed"] | components["schemas"]["StreamEventSessionCancelRequested"] | components["schemas"]["StreamEventSessionCancelled"] | components["schemas"]["StreamEventAgentSessionApproved"] | components["schemas"]["StreamEventAgentSessionClosed"] | components["schemas"]["StreamEventAgentSessionRejected"] | components["schemas"]["StreamEventAgentSessionFailed"] | components["schemas"]["StreamEventAgentSessionRetried"] | components["schemas"]["StreamEventContextNearingLimit"] | components["schemas"]["StreamEventContextExhausted"] | components["schemas"]["StreamEventSessionVoluntaryHandoff"] | components["schemas"]["StreamEventSessionChainAssigned"] | components["schemas"]["StreamEventSessionWaitingForInput"] | components["schemas"]["StreamEventSessionInputReceived"] | components["schemas"]["StreamEventSessionInputTimedOut"] | components["schemas"]["StreamEventSessionPauseTimedOut"] | components["schemas"]["StreamEventSessionPlanCreated"] | components["schemas"]["StreamEventSessionPlanPendingApproval"] | components["schemas"]["StreamEventSessionPlanApproved"] | components["schemas"]["StreamEventSessionPlanRejected"] | components["schemas"]["StreamEventSessionTaskListUpdated"] | components["schemas"]["StreamEventSessionSkillEnabled"] | components["schemas"]["StreamEventSessionSkillDisabled"] | components["schemas"]["StreamEventSessionReloadRequested"] | components["schemas"]["StreamEventSessionReloaded"] | components["schemas"]["StreamEventSessionMetricsUpdated"] | components["schemas"]["StreamEventSessionBudgetWarning"] | components["schemas"]["StreamEventSessionBudgetExhausted"] | components["schemas"]["StreamEventSessionBudgetRaised"] | components["schemas"]["StreamEventSessionAutoContinued"] | components["schemas"]["StreamEventSessionAutoContinueExhausted"] | components["schemas"]["StreamEventAgentApiTaskCreated"] | components["schemas"]["StreamEventToolPermissionRequested"] | components["schemas"]["StreamEventToolPermissionGranted"] | components["schemas"]["StreamEventToolPermissionDenied"] | components["schemas"]["StreamEventToolPermissionTimedOut"] | components["schemas"]["StreamEventAgentMessageRecorded"] | components["schemas"]["StreamEventToolCallStarted"] | components["schemas"]["StreamEventToolCallCompleted"] | components["schemas"]["StreamEventSubAgentSessionStarted"] | components["schemas"]["StreamEventSubAgentSessionCompleted"] | components["schemas"]["StreamEventSubAgentSessionFailed"] | components["schemas"]["StreamEventSessionAllocated"] | components["schemas"]["StreamEventSessionReleased"] | components["schemas"]["StreamEventSessionPoolExhausted"] | components["schemas"]["StreamEventMessageEnqueued"] | components["schemas"]["StreamEventMessageDelivered"] | components["schemas"]["StreamEventMessageCancelled"] | components["schemas"]["StreamEventMessagePromotedToImmediate"] | components["schemas"]["StreamEventSessionChainCreated"] | components["schemas"]["StreamEventSessionHandoffInitiated"] | components["schemas"]["StreamEventSessionAddedToChain"] | components["schemas"]["StreamEventSessionChainCompleted"] | components["schemas"]["StreamEventSessionChainCancelled"] | components["schemas"]["StreamEventAgentSkillCreated"] | components["schemas"]["StreamEventAgentSkillUpdated"] | components["schemas"]["StreamEventAgentSkillInstructionsUpdated"] | components["schemas"]["StreamEventAgentSkillDeactivated"] | components["schemas"]["StreamEventAgentSkillActivated"] | components["schemas"]["StreamEventMemoryPillRecorded"] | components["schemas"]["StreamEventSkillConsolidated"] | components["schemas"]["StreamEventMemoryPillDismissed"] | components["schemas"]["StreamEventAgentTemplateCreated"] | components["schemas"]["StreamEventAgentTemplateUpdated"] | components["schemas"]["StreamEventAgentTemplateDeactivated"] | components["schemas"]["StreamEventAgentTemplateActivated"];
+        StreamEvent: components["schemas"]["StreamEventSessionInterruptRequested"] | components["schemas"]["StreamEventSessionInterrupted"] | components["schemas"]["StreamEventSessionPauseRequested"] | components["schemas"]["StreamEventSessionPaused"] | components["schemas"]["StreamEventSessionResumeRequested"] | components["schemas"]["StreamEventSessionResumed"] | components["schemas"]["StreamEventSessionCancelRequested"] | components["schemas"]["StreamEventSessionCancelled"] | components["schemas"]["StreamEventSessionReloadRequested"] | components["schemas"]["StreamEventSessionReloaded"] | components["schemas"]["StreamEventAgentSessionCreated"] | components["schemas"]["StreamEventAgentSessionStarted"] | components["schemas"]["StreamEventAgentSessionTurnBegun"] | components["schemas"]["StreamEventAgentSessionTurnCompleted"] | components["schemas"]["StreamEventAgentSessionOutputReady"] | components["schemas"]["StreamEventAgentSessionApproved"] | components["schemas"]["StreamEventAgentSessionClosed"] | components["schemas"]["StreamEventAgentSessionRejected"] | components["schemas"]["StreamEventAgentSessionFailed"] | components["schemas"]["StreamEventAgentSessionRetried"] | components["schemas"]["StreamEventContextNearingLimit"] | components["schemas"]["StreamEventContextExhausted"] | components["schemas"]["StreamEventSessionVoluntaryHandoff"] | components["schemas"]["StreamEventSessionChainAssigned"] | components["schemas"]["StreamEventSessionWaitingForInput"] | components["schemas"]["StreamEventSessionInputReceived"] | components["schemas"]["StreamEventSessionInputTimedOut"] | components["schemas"]["StreamEventSessionPauseTimedOut"] | components["schemas"]["StreamEventSessionPlanCreated"] | components["schemas"]["StreamEventSessionPlanPendingApproval"] | components["schemas"]["StreamEventSessionPlanApproved"] | components["schemas"]["StreamEventSessionPlanRejected"] | components["schemas"]["StreamEventSessionTaskListUpdated"] | components["schemas"]["StreamEventSessionSkillEnabled"] | components["schemas"]["StreamEventSessionSkillDisabled"] | components["schemas"]["StreamEventSessionMetricsUpdated"] | components["schemas"]["StreamEventSessionBudgetWarning"] | components["schemas"]["StreamEventSessionBudgetExhausted"] | components["schemas"]["StreamEventSessionBudgetRaised"] | components["schemas"]["StreamEventSessionAutoContinued"] | components["schemas"]["StreamEventSessionAutoContinueExhausted"] | components["schemas"]["StreamEventAgentApiTaskCreated"] | components["schemas"]["StreamEventToolPermissionRequested"] | components["schemas"]["StreamEventToolPermissionGranted"] | components["schemas"]["StreamEventToolPermissionDenied"] | components["schemas"]["StreamEventToolPermissionTimedOut"] | components["schemas"]["StreamEventAgentMessageRecorded"] | components["schemas"]["StreamEventToolCallStarted"] | components["schemas"]["StreamEventToolCallCompleted"] | components["schemas"]["StreamEventSubAgentSessionStarted"] | components["schemas"]["StreamEventSubAgentSessionCompleted"] | components["schemas"]["StreamEventSubAgentSessionFailed"] | components["schemas"]["StreamEventSessionAllocated"] | components["schemas"]["StreamEventSessionReleased"] | components["schemas"]["StreamEventSessionPoolExhausted"] | components["schemas"]["StreamEventMessageEnqueued"] | components["schemas"]["StreamEventMessageDelivered"] | components["schemas"]["StreamEventMessageCancelled"] | components["schemas"]["StreamEventMessagePromotedToImmediate"] | components["schemas"]["StreamEventSessionChainCreated"] | components["schemas"]["StreamEventSessionHandoffInitiated"] | components["schemas"]["StreamEventSessionAddedToChain"] | components["schemas"]["StreamEventSessionChainCompleted"] | components["schemas"]["StreamEventSessionChainCancelled"] | components["schemas"]["StreamEventAgentSkillCreated"] | components["schemas"]["StreamEventAgentSkillUpdated"] | components["schemas"]["StreamEventAgentSkillInstructionsUpdated"] | components["schemas"]["StreamEventAgentSkillDeactivated"] | components["schemas"]["StreamEventAgentSkillActivated"] | components["schemas"]["StreamEventMemoryPillRecorded"] | components["schemas"]["StreamEventSkillConsolidated"] | components["schemas"]["StreamEventMemoryPillDismissed"] | components["schemas"]["StreamEventAgentTemplateCreated"] | components["schemas"]["StreamEventAgentTemplateUpdated"] | components["schemas"]["StreamEventAgentTemplateDeactivated"] | components["schemas"]["StreamEventAgentTemplateActivated"];
         /** @description The domain event agent_api_task_created. */
         StreamEventAgentApiTaskCreated: {
             /**
@@ -6617,6 +6654,8 @@ export interface components {
              * @example true
              */
             planApprovalRequired: boolean;
+            /** @description Limits of its sessions' sandboxes; a zero field is the deployment's. */
+            sandboxLimits: components["schemas"]["SandboxLimits"];
             /** @description When it runs, for a scheduled automation. */
             schedule?: components["schemas"]["Schedule"];
             /**
@@ -6713,6 +6752,8 @@ export interface components {
              * @example true
              */
             planApprovalRequired?: boolean;
+            /** @description Limits of the sandbox each session's agent runs in; the deployment's by default. */
+            sandboxLimits?: components["schemas"]["SandboxLimits"];
             /** @description When a scheduled automation runs; none for an on-demand template. */
             schedule?: components["schemas"]["ScheduleRequest"];
             /**
@@ -7058,7 +7099,7 @@ export interface components {
              */
             name: string;
             /**
-             * @description The absolute URI of the MCP server serving the tool.
+             * @description The http or https URL of the MCP server serving the tool; not a cloud metadata service, link-local address or (unless the operator allows them) loopback or private address.
              * @example https://mcp.example.com/tickets
              */
             serverUri: string;
@@ -7218,6 +7259,8 @@ export interface components {
              * @example false
              */
             removeSchedule?: boolean;
+            /** @description The new limits of the sessions' sandboxes; zero fields take the deployment's. */
+            sandboxLimits?: components["schemas"]["SandboxLimits"];
             /** @description The new schedule. */
             schedule?: components["schemas"]["ScheduleRequest"];
             /**
@@ -9135,6 +9178,98 @@ export interface operations {
             };
             /** @description Service Unavailable */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "force-cancel-session": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionDetail"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
