@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
@@ -30,19 +29,7 @@ func TestAValidationCommandReachesOnlyItsOwnSession(t *testing.T) {
 	canary := "other-owner-canary-" + uuid.NewString()
 
 	// Another owner's session, with a sidecar running and a file of its own.
-	other := uuid.NewString()
-	otherToken, err := api.NewToken(runtimeSecret, other, time.Hour)
-	require.NoError(t, err)
-	otherClient := &uptest.Client{T: t, Base: u.base, Token: otherToken, Redis: u.redis, Wait: 2 * wait}
-	var started struct {
-		Session uptest.Session `json:"session"`
-	}
-	otherClient.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "private",
-		"objective": "Say hello", "budgetCapUsd": 5}, &started)
-	otherID := started.Session.ID
-	otherClient.WaitFor(otherID, "Idle awaiting review", func(s uptest.Session) bool { return s.Status == "Idle" && s.HasPendingReview })
-	otherFile := filepath.Join(u.workspace, other, "private", "secret.txt")
-	require.NoError(t, os.WriteFile(otherFile, []byte(canary+"\n"), 0o644))
+	otherID, otherFile := u.OtherOwnerSession(runtimeSecret, u.workspace, canary)
 
 	// The secret as `up` keeps it when no AGENTBUS_JWT_SECRET is set.
 	require.NoError(t, os.WriteFile(filepath.Join(u.dataDir, jwtSecretFile), []byte(runtimeSecret+"\n"), 0o600))

@@ -2,14 +2,19 @@ package uptest
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
 )
 
 // Probe is what an agent tries against the deployment that runs it, as one
@@ -147,3 +152,24 @@ func NoSecrets(t testing.TB, where, text string, secrets ...string) {
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// OtherOwnerSession starts, as a new owner whose tokens secret signs, a
+// session in the working directory "private" and waits until it is Idle,
+// its sidecar running; then it writes content to a file in that working
+// directory, under workspace. It returns the session's id and the file.
+func (c *Client) OtherOwnerSession(secret, workspace, content string) (sessionID, file string) {
+	c.T.Helper()
+	owner := uuid.NewString()
+	token, err := api.NewToken(secret, owner, time.Hour)
+	require.NoError(c.T, err)
+	other := &Client{T: c.T, Base: c.Base, Token: token, Redis: c.Redis, Wait: c.Wait}
+	var started struct {
+		Session Session `json:"session"`
+	}
+	other.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "private",
+		"objective": "Say hello.", "budgetCapUsd": 5}, &started)
+	other.WaitFor(started.Session.ID, "Idle awaiting review", func(s Session) bool { return s.Status == "Idle" && s.HasPendingReview })
+	file = filepath.Join(workspace, owner, "private", "secret.txt")
+	require.NoError(c.T, os.WriteFile(file, []byte(content+"\n"), 0o644))
+	return started.Session.ID, file
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
@@ -56,19 +55,7 @@ func TestClaudeBashReachesOnlyItsOwnSessionThroughUp(t *testing.T) {
 	workspace := filepath.Join(u.dataDir, "workspace")
 
 	// Another owner's session, with a sidecar running and a file of its own.
-	other := uuid.NewString()
-	otherToken, err := api.NewToken(upSecret, other, time.Hour)
-	require.NoError(t, err)
-	otherClient := &uptest.Client{T: t, Base: u.base, Token: otherToken, Redis: u.redis, Wait: 2 * wait}
-	var started struct {
-		Session uptest.Session `json:"session"`
-	}
-	otherClient.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "private",
-		"objective": "Say hello.", "budgetCapUsd": 5}, &started)
-	otherID := started.Session.ID
-	otherClient.WaitFor(otherID, "Idle awaiting review", func(s uptest.Session) bool { return s.Status == "Idle" && s.HasPendingReview })
-	otherFile := filepath.Join(workspace, other, "private", "secret.txt")
-	require.NoError(t, os.WriteFile(otherFile, []byte(canary+"\n"), 0o644))
+	otherID, otherFile := u.OtherOwnerSession(upSecret, workspace, canary)
 	var otherPID int
 	require.Eventually(t, func() bool { otherPID = u.sidecarPID(otherID); return otherPID != 0 }, wait, 50*time.Millisecond)
 
@@ -85,6 +72,9 @@ func TestClaudeBashReachesOnlyItsOwnSessionThroughUp(t *testing.T) {
 		Socket: filepath.Join(u.dataDir, "agent.sock"),
 	}
 	probe.WriteScript(t, filepath.Join(workspace, u.owner, "probe"))
+	var started struct {
+		Session uptest.Session `json:"session"`
+	}
 	u.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "probe",
 		"objective": "Look around the machine.", "budgetCapUsd": 5}, &started)
 	id := started.Session.ID
