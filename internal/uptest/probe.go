@@ -71,6 +71,10 @@ try() {
   printf '%s=%s\n' "$name" "$state"
 }
 echo "probe: begin in $(pwd) as $(id -u)"
+# An attempt whose client is missing would fail for nothing.
+for c in cat ls tr grep psql redis-cli socat timeout; do
+  command -v "$c" >/dev/null || echo "probe: no $c"
+done
 `)
 	q := shellQuote
 	data, other := p.DataDir, p.OtherSession
@@ -80,7 +84,7 @@ echo "probe: begin in $(pwd) as $(id -u)"
 	try("credentials-env", "cat "+q(filepath.Join(data, "credentials.env")))
 	// The data directory's path to the working directory may show; none
 	// of its files may.
-	try("data-dir", "ls -A "+q(data)+" | grep -qv '^workspace$'")
+	try("data-dir", "ls -A "+q(data)+" | grep -v '^workspace$'")
 	try("environ-up", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.UpPID))
 	try("environ-other-sidecar", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.OtherSidecarPID))
 	try("environ-any-other-session", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep "+q(other))
@@ -126,6 +130,7 @@ var verdict = regexp.MustCompile(`(?m)^([a-z-]+)=(open|closed)$`)
 func (p Probe) Check(t testing.TB, output string) {
 	t.Helper()
 	require.Contains(t, output, "probe: end", "the probe did not run to its end:\n%s", output)
+	require.NotContains(t, output, "probe: no ", "the probe lacks a client it needs:\n%s", output)
 	got := map[string]string{}
 	for _, m := range verdict.FindAllStringSubmatch(output, -1) {
 		got[m[1]] = m[2]
