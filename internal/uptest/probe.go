@@ -82,9 +82,10 @@ done
 	try("jwt-secret", "cat "+q(filepath.Join(data, "jwt-secret")))
 	try("jwt-secret-relative", "cat ../../../jwt-secret")
 	try("credentials-env", "cat "+q(filepath.Join(data, "credentials.env")))
-	// The data directory's path to the working directory may show; none
-	// of its files may.
-	try("data-dir", "ls -A "+q(data)+" | grep -v '^workspace$'")
+	// The data directory's path to the working directory may show, and
+	// what an earlier run of the probe wrote where the sandbox let it
+	// (not the data directory: Check looks there); none of its files may.
+	try("data-dir", "ls -A "+q(data)+" | grep -vxE 'workspace|escaped'")
 	try("environ-up", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.UpPID))
 	try("environ-other-sidecar", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep -v '^$' | head -c 400", p.OtherSidecarPID))
 	try("environ-any-other-session", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep "+q(other))
