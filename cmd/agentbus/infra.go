@@ -215,24 +215,30 @@ func (in *infra) startPrivatePostgres(ctx context.Context, dir string, port int)
 	return pg.URL("agentbus"), nil
 }
 
-// startPrivateRedis runs redis-server under dir with its append-only file.
-func (in *infra) startPrivateRedis(ctx context.Context, dir string, port int) (string, error) {
+// startPrivateRedis runs redis-server under dir with its append-only file
+// and the users of redisUsers, the default user off. It returns the URL of
+// up's own user, and every user's URL by its credentials.env variable.
+func (in *infra) startPrivateRedis(ctx context.Context, dir string, port int) (string, map[string]string, error) {
 	logFile, err := openLog(dir, "redis.log")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	password, err := credentials.Password(dir, "redis")
+	users, err := privateRedisUsers(dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	r, err := localserver.StartRedis(ctx, localserver.RedisConfig{
-		Dir: filepath.Join(dir, "redis"), Port: port, Durable: true, Log: logFile, Password: password})
+		Dir: filepath.Join(dir, "redis"), Port: port, Durable: true, Log: logFile, Users: users})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	in.onClose(r.Stop)
+	urls := map[string]string{}
+	for i, u := range users {
+		urls[redisUsers[i].env] = r.UserURL(u)
+	}
 	slog.Info("private redis started", "component", "up", "port", port)
-	return r.URL(), nil
+	return r.URL(), urls, nil
 }
 
 // startEmbeddedNATS runs nats-server in this process with its store under

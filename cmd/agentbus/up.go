@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -173,18 +174,28 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 		return err
 	}
 	in.DatabaseURL = dbURL
+	// The operator's tools (agentbus migrate, psql, redis-cli) and the
+	// components run apart find the servers' credentials here, outside
+	// every sandbox.
+	env := map[string]string{"DATABASE_URL": dbURL, "NATS_URL": natsURL}
 	redisURL := cfg.redisURL
 	if redisURL == "" {
-		if redisURL, err = in.startPrivateRedis(ctx, dataDir, cfg.redisPort); err != nil {
+		var urls map[string]string
+		if redisURL, urls, err = in.startPrivateRedis(ctx, dataDir, cfg.redisPort); err != nil {
 			return err
 		}
+		maps.Copy(env, urls)
+	} else {
+		// The components' users are the private Redis's: none here.
+		for _, u := range redisUsers {
+			env[u.env] = ""
+		}
 	}
+	env["REDIS_URL"] = redisURL
 	if err := in.connectRedis(ctx, redisURL); err != nil {
 		return err
 	}
-	// The operator's tools (agentbus migrate, psql, redis-cli) find the
-	// servers' credentials here, outside every sandbox.
-	return credentials.WriteEnv(dataDir, map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisURL, "NATS_URL": natsURL})
+	return credentials.WriteEnv(dataDir, env)
 }
 
 // component is one long-running part of the process.

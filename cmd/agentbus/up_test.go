@@ -143,10 +143,22 @@ func serversRefuseClientsWithoutCredentials(t *testing.T, dataDir string, pgPort
 
 	rdb := uptest.RedisOf(t, dataDir, 0)
 	require.NoError(t, rdb.Ping(ctx).Err(), "the URL of credentials.env logs into Redis")
+	for _, name := range []string{"REDIS_RELAY_URL", "REDIS_RUNTIME_URL", "REDIS_API_URL"} {
+		opts, err := redis.ParseURL(env[name])
+		require.NoError(t, err, name)
+		c := redis.NewClient(opts)
+		assert.NoError(t, c.Ping(ctx).Err(), "the %s of credentials.env logs into Redis", name)
+		_ = c.Close()
+	}
+	apiOpts, err := redis.ParseURL(env["REDIS_API_URL"])
+	require.NoError(t, err)
+	api := redis.NewClient(apiOpts)
+	defer api.Close()
+	assert.ErrorContains(t, api.Set(ctx, "agentbus:probe", "x", 0).Err(), "NOPERM", "the api's Redis user only reads")
 	anonymous := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort)})
 	defer anonymous.Close()
 	assert.ErrorContains(t, anonymous.Ping(ctx).Err(), "NOAUTH", "Redis let in a client without credentials")
-	wrong := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: localserver.User, Password: "wrong"})
+	wrong := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: "agentbus", Password: "wrong"})
 	defer wrong.Close()
 	assert.ErrorContains(t, wrong.Ping(ctx).Err(), "WRONGPASS", "Redis let in a wrong password")
 	def := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redisPort), Username: "default", Password: ""})

@@ -67,7 +67,9 @@ func TestRedisWithAPasswordHasNoDefaultUser(t *testing.T) {
 	require.NoError(t, err)
 	port, err := localserver.FreePort()
 	require.NoError(t, err)
-	srv, err := localserver.StartRedis(ctx, localserver.RedisConfig{Dir: dir, Port: port, Durable: true, Password: "s3cret"})
+	users := []localserver.RedisUser{{Name: "agentbus", Password: "s3cret", Rules: "~* &* +@all"},
+		{Name: "reader", Password: "r3ader", Rules: "~* -@all +@connection +@read"}}
+	srv, err := localserver.StartRedis(ctx, localserver.RedisConfig{Dir: dir, Port: port, Durable: true, Users: users})
 	require.NoError(t, err)
 	check := func() {
 		opts, err := redis.ParseURL(srv.URL())
@@ -75,10 +77,18 @@ func TestRedisWithAPasswordHasNoDefaultUser(t *testing.T) {
 		ok := redis.NewClient(opts)
 		defer ok.Close()
 		require.NoError(t, ok.Ping(ctx).Err())
+		require.NoError(t, ok.Set(ctx, "k", "v", 0).Err())
+		readerOpts, err := redis.ParseURL(srv.UserURL(users[1]))
+		require.NoError(t, err)
+		reader := redis.NewClient(readerOpts)
+		defer reader.Close()
+		require.NoError(t, reader.Get(ctx, "k").Err(), "a user reads what its rules allow")
+		assert.ErrorContains(t, reader.Set(ctx, "k", "w", 0).Err(), "NOPERM", "and nothing more")
 		for _, o := range []*redis.Options{
 			{Addr: fmt.Sprintf("127.0.0.1:%d", port)},
 			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "default"},
-			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: localserver.User, Password: "wrong"},
+			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "agentbus", Password: "wrong"},
+			{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "reader", Password: "s3cret"},
 		} {
 			c := redis.NewClient(o)
 			assert.Error(t, c.Ping(ctx).Err(), "user %q password %q", o.Username, o.Password)

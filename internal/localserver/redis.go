@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,15 +30,23 @@ type RedisConfig struct {
 	Durable bool
 	// Log receives the server's output; nil discards it.
 	Log *os.File
-	// Password, when set, turns the default user off: clients log in as
-	// User with it. Empty leaves the default user open, for tests' own
-	// servers that nothing else runs beside.
-	Password string
+	// Users are the server's ACL users. When there are any, the default
+	// user is off and the server reads them from users.acl in Dir, written
+	// again on every start, so a restarted server keeps them; URL names the
+	// first. None leaves the default user open to anyone, which only the
+	// tests' throwaway servers do.
+	Users []RedisUser
 }
 
-// User is the Redis user a server started with a Password has: every right,
-// for the process that started it.
-const User = "agentbus"
+// RedisUser is an ACL user of a private Redis server.
+type RedisUser struct {
+	// Name is the user's name.
+	Name string
+	// Password is the user's password; the ACL file keeps only its SHA-256.
+	Password string
+	// Rules are the user's ACL rules, e.g. "~* &* +@all".
+	Rules string
+}
 
 // Redis is a running private Redis server.
 type Redis struct {
@@ -71,12 +81,12 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		"--save", "",
 		"--daemonize", "no",
 	}
-	if cfg.Password != "" {
-		acl, err := writeACL(cfg.Dir, cfg.Password)
+	if len(cfg.Users) > 0 {
+		aclFile, err := writeACLFile(cfg.Dir, cfg.Users)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, "--aclfile", acl)
+		args = append(args, "--aclfile", aclFile)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
@@ -95,28 +105,24 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	return r, nil
 }
 
-// writeACL writes the server's users: the default user off, and User
-// with every right and password. Redis reads the file at each start, so the
-// users survive a restart; the per-session users a launcher adds at run
-// time are not in it, and the launcher restores them itself.
-func writeACL(dir, password string) (string, error) {
-	sum := sha256.Sum256([]byte(password))
-	path := filepath.Join(dir, "users.acl")
-	content := "user default off resetpass -@all\nuser " + User + " on #" + hex.EncodeToString(sum[:]) + " ~* &* +@all\n"
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		return "", fmt.Errorf("redis: %w", err)
+// URL returns the server's redis:// URL, with the first user's name and
+// password when it has users.
+func (r *Redis) URL() string {
+	if len(r.cfg.Users) == 0 {
+		return fmt.Sprintf("redis://127.0.0.1:%d/0", r.cfg.Port)
 	}
-	return path, nil
+	return r.UserURL(r.cfg.Users[0])
 }
 
-// URL returns the server's redis:// URL, with its user and password when
-// it has them.
-func (r *Redis) URL() string {
-	if r.cfg.Password != "" {
-		return fmt.Sprintf("redis://%s:%s@127.0.0.1:%d/0", User, r.cfg.Password, r.cfg.Port)
-	}
-	return fmt.Sprintf("redis://127.0.0.1:%d/0", r.cfg.Port)
+// UserURL returns the server's redis:// URL with user's name and password.
+func (r *Redis) UserURL(user RedisUser) string {
+	u := url.URL{Scheme: "redis", User: url.UserPassword(user.Name, user.Password),
+		Host: fmt.Sprintf("127.0.0.1:%d", r.cfg.Port), Path: "/0"}
+	return u.String()
 }
+
+// Port returns the port the server listens on.
+func (r *Redis) Port() int { return r.cfg.Port }
 
 func (r *Redis) waitReady(ctx context.Context) error {
 	opts, err := redis.ParseURL(r.URL())
@@ -173,4 +179,33 @@ func FreePort() (int, error) {
 // operator restarting Redis would; the append-only file brings the data back.
 func (r *Redis) Restart(ctx context.Context) (*Redis, error) {
 	return StartRedis(ctx, r.cfg)
+}
+
+// writeACLFile writes the users of a server to users.acl in dir, with the
+// default user off, and returns its path. It keeps only the SHA-256 of
+// each password. Users that others add at run time (ACL SETUSER) live in
+// memory only; their owners restore them after a restart.
+func writeACLFile(dir string, users []RedisUser) (string, error) {
+	var b strings.Builder
+	b.WriteString("user default off nopass resetkeys resetchannels -@all\n")
+	for _, u := range users {
+		if u.Name == "" || u.Name == "default" || strings.ContainsAny(u.Name, " \n") ||
+			u.Password == "" || strings.Contains(u.Rules, "\n") {
+			return "", fmt.Errorf("redis: bad user %q", u.Name)
+		}
+		sum := sha256.Sum256([]byte(u.Password))
+		fmt.Fprintf(&b, "user %s on #%s %s\n", u.Name, hex.EncodeToString(sum[:]), u.Rules)
+	}
+	path := filepath.Join(dir, "users.acl")
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	return path, nil
 }
