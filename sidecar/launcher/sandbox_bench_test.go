@@ -116,26 +116,7 @@ func waitFor(b *testing.B, rdb *redis.Client, id, typ string) {
 
 // treeMemory sums the RSS and PSS (KiB) of pid and its descendants.
 func treeMemory(pid int) (rss, pss int64, n int) {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if ppid, err := strconv.Atoi(fields[1]); err == nil {
-			children[ppid] = append(children[ppid], p)
-		}
-	}
-	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
-		p := queue[0]
-		queue = append(queue, children[p]...)
+	for _, p := range append([]int{pid}, descendants(pid)...) {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", p))
 		if err != nil {
 			continue
