@@ -29,7 +29,7 @@ func sidecarConfig(ctx context.Context, q postgres.Querier, s *domain.AgentSessi
 	}
 	cfg := protocol.Config{
 		SessionID: s.ID().String(), Engine: engine, Model: s.ModelID(),
-		WorkingDirectory: s.WorkingDirectory(), Objective: s.Objective(), StayIdle: true,
+		WorkingDirectory: s.WorkingDirectory(), Objective: objective(s), StayIdle: true, Attempt: s.RetryCount(),
 		SystemPrompt: eff.SystemPrompt, AllowedTools: eff.AllowedTools,
 		MCPTools: mcpTools(eff.MCPTools), Subagents: subagents(eff.SubAgents),
 	}
@@ -49,6 +49,15 @@ func sidecarConfig(ctx context.Context, q postgres.Querier, s *domain.AgentSessi
 		cfg.ChainID = chain.String()
 	}
 	return cfg, nil
+}
+
+// objective is the first turn's input of the session's current run: a
+// retried run is also told the instruction its retry came with.
+func objective(s *domain.AgentSession) string {
+	if s.RetryCount() == 0 || s.RetryInstruction() == "" {
+		return s.Objective()
+	}
+	return s.Objective() + "\n\n" + s.RetryInstruction()
 }
 
 func mcpTools(defs []domain.MCPToolDefinition) []protocol.MCPTool {

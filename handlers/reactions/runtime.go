@@ -133,8 +133,18 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	if err := relay.Activate(ctx, kv, id.String()); err != nil {
 		return err
 	}
-	if _, running := r.Launcher.PID(id.String()); running {
-		return nil // a redelivered allocation
+	if attempt, running := r.Launcher.Attempt(id.String()); running {
+		if attempt >= s.RetryCount() {
+			return nil // a redelivered allocation
+		}
+		// A retry started the session's next run before the release of
+		// the run it failed reached here: that run's sidecar goes, and the
+		// new run gets a sidecar of its own.
+		slog.Info("stopping the sidecar of an earlier run", "component", "runtime", "session_id", id,
+			"attempt", attempt, "current", s.RetryCount())
+		if err := r.Launcher.Stop(id.String()); err != nil && !errors.Is(err, launcher.ErrNotRunning) {
+			return err
+		}
 	}
 	cfg, err := sidecarConfig(ctx, r.DB, s, r.Engine)
 	if err != nil {

@@ -242,6 +242,9 @@ type record struct {
 	// SIGTERM then goes to the sidecar and the processes it started, not
 	// to bwrap, which would kill them all at once.
 	Sandboxed bool `json:"sandboxed,omitempty"`
+	// Attempt is the run of its session the sidecar serves
+	// (protocol.Config.Attempt).
+	Attempt int `json:"attempt,omitempty"`
 	// RedisPasswordSHA256 is the hash of its Redis user's password, to
 	// restore the user should Redis lose it.
 	RedisPasswordSHA256 string `json:"redis_password_sha256,omitempty"`
@@ -449,6 +452,18 @@ func (l *Launcher) Running() []Handle {
 		out = append(out, p.handle)
 	}
 	return out
+}
+
+// Attempt returns the run of its session that the session's running
+// sidecar serves (protocol.Config.Attempt).
+func (l *Launcher) Attempt(sessionID string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.running[sessionID]
+	if !ok {
+		return 0, false
+	}
+	return p.rec.Attempt, true
 }
 
 // PID returns the process id of the session's sidecar.

@@ -114,7 +114,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	rec := record{
 		RuntimeJobID: fmt.Sprintf("process:%s:%d:%d", l.cfg.Name, pid, started),
 		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started, Sandboxed: l.cfg.Sandbox != nil,
-		Crashes: l.crashes(ctx, id), RedisPasswordSHA256: redisPasswordHash,
+		Crashes: l.crashes(ctx, id), RedisPasswordSHA256: redisPasswordHash, Attempt: cfg.Attempt,
 	}
 	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd, gone: make(chan struct{})}
 	if err := l.store(ctx, id, rec); err != nil {

@@ -68,6 +68,10 @@ type Config struct {
 	ResumeEngineSessionID string `json:"resume_engine_session_id,omitempty"`
 	// ChainID is the session chain, when the session belongs to one.
 	ChainID string `json:"chain_id,omitempty"`
+	// Attempt is the run of its session the sidecar serves: 0 for the
+	// first, n after the n-th retry. A sidecar of an earlier run is
+	// replaced, never reused, by its session's next run.
+	Attempt int `json:"attempt,omitempty"`
 	// Script configures the script engine.
 	Script ScriptOptions `json:"script"`
 }
