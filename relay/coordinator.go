@@ -256,11 +256,9 @@ func (c *coordinator) reconcile(ctx context.Context) {
 				ctl.draining = draining
 				c.r.wantGen.Add(1)
 			}
-			drained, ended := ctl.drained, ctl.ended
+			drained := ctl.drained
 			c.r.mu.Unlock()
 			switch {
-			case !ctl.draining && ended:
-				c.markDraining(ctx, id, v, ctl)
 			case ctl.draining && drained:
 				c.finish(ctx, id, v)
 			case !ctl.draining && desired != c.r.cfg.Name && c.stable(desired, now):

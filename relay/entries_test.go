@@ -73,9 +73,11 @@ func TestBadEntries(t *testing.T) {
 	assert.JSONEq(t, `{"engine_session_id":"e1"}`, string(evs[len(evs)-1].Data))
 }
 
-// TestDrain checks both ways a session ends: Deactivate, and a session_end
-// event. The relay forwards what is left, then stops and removes the
-// session from relay_sessions; Activate brings it back.
+// TestDrain checks how a session ends: on Deactivate the relay forwards
+// what is left, then stops and removes the session from relay_sessions;
+// Activate brings it back. A session_end does not end the relaying: the
+// control plane decides whether the session is over (it may refuse the
+// entry), and deactivates it when it is.
 func TestDrain(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -97,18 +99,24 @@ func TestDrain(t *testing.T) {
 		}
 	}
 	require.Eventually(t, gone(byCall), wait, 20*time.Millisecond)
-	require.Eventually(t, gone(byEvent), wait, 20*time.Millisecond)
 	got := e.readEvents(101)
 	assert.Len(t, got.bySess[byCall], 50)
 	assert.Len(t, got.bySess[byEvent], 51)
+	// What the sidecar writes after its session_end is still relayed.
+	require.NoError(t, xadd(ctx, e.rdb, byEvent, 51, 52))
+	got = e.readEvents(102)
+	assert.Len(t, got.bySess[byEvent], 52)
+	assert.True(t, contains(p.relay.Held(), byEvent), "a session_end alone does not stop the relaying")
+	require.NoError(t, relay.Deactivate(ctx, e.sessions, byEvent))
+	require.Eventually(t, gone(byEvent), wait, 20*time.Millisecond)
 
 	// A drained session that is activated again is relayed from where it stopped.
 	require.NoError(t, xadd(ctx, e.rdb, byCall, 50, 60))
 	e.activate(byCall)
 	want := map[string]int{byCall: 60}
-	got = e.readEvents(111)
+	got = e.readEvents(112)
 	delete(got.bySess, byEvent)
-	got.msgs -= 51
+	got.msgs -= 52
 	checkSequences(t, got, want)
 
 	// Deactivating a session that is not relayed is a no-op.

@@ -182,31 +182,6 @@ func (c *coordinator) finishRelease(ctx context.Context, id string) {
 	}
 }
 
-// markDraining marks a session draining after the pump relayed its last
-// event (a DrainOn type). If the record changed since, someone activated the
-// session again and it stays active.
-func (c *coordinator) markDraining(ctx context.Context, id string, v *recView, ctl *control) {
-	rec := SessionRecord{State: StateDraining, Owner: v.rec.Owner}
-	value, _ := json.Marshal(rec)
-	cctx, cancel := context.WithTimeout(ctx, kvTimeout)
-	defer cancel()
-	rev, err := c.sessions.Update(cctx, id, value, v.rev)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return
-	}
-	c.r.mu.Lock()
-	ctl.ended = false
-	if err == nil {
-		ctl.draining = true
-		c.r.wantGen.Add(1)
-	}
-	c.r.mu.Unlock()
-	if err == nil {
-		v.rec, v.rev = rec, rev
-		c.r.log.Info("session ended, draining", "session_id", id)
-	}
-}
-
 // finish deletes the record of a drained session and stops relaying it.
 func (c *coordinator) finish(ctx context.Context, id string, v *recView) {
 	cctx, cancel := context.WithTimeout(ctx, kvTimeout)

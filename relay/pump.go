@@ -353,11 +353,6 @@ func (p *pump) round(ctx context.Context) error {
 			}
 			ref.s.published = ref.id
 			b.acks[ref.s] = append(b.acks[ref.s], ref.id)
-			if p.r.drain[ref.typ] {
-				p.r.mu.Lock()
-				ref.s.ctl.ended = true
-				p.r.mu.Unlock()
-			}
 		}
 		if err := p.ack(ctx, b.acks); err != nil {
 			return err

@@ -96,10 +96,6 @@ type Config struct {
 	// DrainQuiet is how long a draining session must have been idle before
 	// the relay stops relaying it. Default 2s.
 	DrainQuiet time.Duration
-	// DrainOn lists the event types after which the relay drains a session
-	// by itself, as if Deactivate had been called. Default: session_end.
-	// Set to an empty non-nil slice to drain only on Deactivate.
-	DrainOn []string
 	// TrimInterval is how often the relay trims the streams of its sessions.
 	// Default 30s; negative turns trimming off.
 	TrimInterval time.Duration
@@ -152,9 +148,6 @@ func (c *Config) setDefaults() {
 	if c.DrainQuiet <= 0 {
 		c.DrainQuiet = 2 * time.Second
 	}
-	if c.DrainOn == nil {
-		c.DrainOn = []string{"session_end"}
-	}
 	if c.TrimInterval == 0 {
 		c.TrimInterval = 30 * time.Second
 	}
@@ -196,7 +189,6 @@ type Relay struct {
 	rdb    *redis.Client
 	js     jetstream.JetStream
 	events jetstream.Stream
-	drain  map[string]bool
 
 	// leaseUntil is the local time (Unix ns) until which this relay's
 	// heartbeat is certainly alive; past it the relay neither reads nor
@@ -239,9 +231,6 @@ type control struct {
 	// drained is set by the pump once a draining session is idle and
 	// everything read from it is published.
 	drained bool
-	// ended is set by the pump when it relayed an event of a DrainOn type:
-	// the coordinator then marks the session draining.
-	ended bool
 }
 
 // New returns a relay for cfg. Run starts it.
@@ -255,16 +244,12 @@ func New(cfg Config) (*Relay, error) {
 		log:      cfg.Logger.With("component", "relay", "relay", cfg.Name),
 		rdb:      cfg.Redis,
 		js:       cfg.JetStream,
-		drain:    map[string]bool{},
 		want:     map[string]*control{},
 		dirty:    map[string]struct{}{},
 		touched:  map[string]struct{}{},
 		wake:     make(chan struct{}, 1),
 		acks:     make(chan ackJob, 256),
 		pumpDone: make(chan struct{}),
-	}
-	for _, t := range cfg.DrainOn {
-		r.drain[t] = true
 	}
 	return r, nil
 }

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/internal/uptest"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -54,4 +60,58 @@ func TestARetryRightAfterARejectRunsAgain(t *testing.T) {
 			c.WaitFor(id, "Completed", func(s uptest.Session) bool { return s.Status == "Completed" })
 		})
 	}
+}
+
+// TestPoisonRawEventsDoNotBlockTheSession writes, as an agent holding the
+// session's Redis user could, raw events that the control plane refuses
+// into a live session's stream: a message whose text holds a NUL (no
+// database takes it) and a session_end that is valid JSON but refused for
+// the same reason. Each is recorded and dead-lettered; the session's later
+// events still flow, before and after a restart of up: its follow-ups
+// reach the agent and its transcript grows.
+func TestPoisonRawEventsDoNotBlockTheSession(t *testing.T) {
+	u := startUpWithRuntime(t)
+	dir := filepath.Join(u.workspace, u.owner, "poison")
+	id := u.start(map[string]any{"workingDirectory": dir, "objective": "Say hello"})
+	u.waitReview(id)
+	messages := func() int {
+		var page struct {
+			Total int `json:"total"`
+		}
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/messages", nil, &page)
+		return page.Total
+	}
+	before := messages()
+
+	ctx := context.Background()
+	for _, e := range []struct{ typ, data string }{
+		{protocol.EventAssistantMessage, `{"message_id":"poison","block_type":"text","text":"a NUL \u0000 here"}`},
+		{protocol.EventSessionEnd, `{"status":"success","reason":"completed\u0000","exit_code":0,"num_turns":1,"total_cost_usd":0}`},
+	} {
+		require.NoError(t, u.redis.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(id), Values: []any{
+			"type", e.typ, "data", e.data, "ts", strconv.FormatInt(time.Now().UnixMilli(), 10)}}).Err())
+	}
+
+	// The refused session_end is recorded; then the session stays quiet for
+	// longer than a relay's drain (2 s), as a session waiting for its
+	// owner does.
+	u.waitActivity(id, "Invalid sidecar event session_end")
+	time.Sleep(3 * time.Second)
+	u.FollowUp(id, "Now say goodbye", "Immediate")
+	require.Eventually(t, func() bool { return messages() > before }, 2*wait, 100*time.Millisecond,
+		"the transcript got none of the messages written after the poison")
+	js := u.jetStream()
+	for _, consumer := range []string{"transcript"} {
+		stream, err := js.Stream(ctx, bus.StreamDLQ)
+		require.NoError(t, err)
+		_, err = stream.GetLastMsgForSubject(ctx, bus.DLQSubject(consumer))
+		assert.NoError(t, err, "the %s worker dead-lettered the poison", consumer)
+	}
+
+	u.stop()
+	u.launch()
+	after := messages()
+	u.FollowUp(id, "And once more", "Queued")
+	require.Eventually(t, func() bool { return messages() > after }, 2*wait, 100*time.Millisecond,
+		"after a restart the transcript got none of the follow-up's messages")
 }

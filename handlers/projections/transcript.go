@@ -15,6 +15,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -88,7 +89,8 @@ func (e event) source() postgres.TranscriptSource {
 
 // Handle projects one raw event. An event it cannot read is acknowledged
 // and skipped: the acl worker already records and dead-letters it, and a
-// transcript must not stall on it. Only a database failure is retried.
+// transcript must not stall on it. Rows the database refuses (a NUL in a
+// text) are dead-lettered; only a failure of the database is retried.
 func (w *Transcript) Handle(ctx context.Context, m jetstream.Msg) error {
 	writes, err := w.writes(m)
 	if err != nil {
@@ -166,7 +168,13 @@ func (w *Transcript) commit(ctx context.Context, writes []write) error {
 			return err
 		}
 	}
-	return w.pool.SendBatch(ctx, b).Close()
+	err := w.pool.SendBatch(ctx, b).Close()
+	if pgErr, refused := postgres.RefusedData(err); refused {
+		// The rows fail the same way however often they are tried: the
+		// event is dead-lettered, and the session's later events go on.
+		return bus.Permanent(fmt.Errorf("the database refuses the rows of the raw event: %w", pgErr))
+	}
+	return err
 }
 
 // queue is an Execer that queues its statements into a batch.
