@@ -103,9 +103,11 @@ func translate(ev protocol.RawEvent) (translation, error) {
 		}, err
 	case protocol.EventContextExhausted:
 		_, err := decode[protocol.ContextExhausted](ev)
+		// The context may fill up in a turn the engine took on its own
+		// after the last one ended (the session Idle): it runs again first.
 		return translation{
 			activity: item(domain.ActivityStatusChange, "Context window exhausted", string(ev.Data)),
-			commands: []outgoing{sessionCmd(command.RecordContextExhausted, nil)},
+			commands: []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordContextExhausted, nil)},
 		}, err
 	case protocol.EventHandoffDocument:
 		// The document follows context_exhausted; the handler finds the
