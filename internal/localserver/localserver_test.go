@@ -102,3 +102,36 @@ func TestRedisWithAPasswordHasNoDefaultUser(t *testing.T) {
 	defer srv.Stop()
 	check()
 }
+
+// TestRedisWithUsersKeepsWhatScriptsWroteAcrossARestart: a script's writes
+// reach the append-only file as a transaction, which Redis replays on its
+// next start; every one of them is there after a restart.
+func TestRedisWithUsersKeepsWhatScriptsWroteAcrossARestart(t *testing.T) {
+	ctx := context.Background()
+	dir, err := testenv.TempDir("redis-aof")
+	require.NoError(t, err)
+	port, err := localserver.FreePort()
+	require.NoError(t, err)
+	users := []localserver.RedisUser{{Name: "agentbus", Password: "s3cret", Rules: "~* &* +@all"}}
+	srv, err := localserver.StartRedis(ctx, localserver.RedisConfig{Dir: dir, Port: port, Durable: true, Users: users})
+	require.NoError(t, err)
+	client := func() *redis.Client {
+		opts, err := redis.ParseURL(srv.URL())
+		require.NoError(t, err)
+		return redis.NewClient(opts)
+	}
+	c := client()
+	require.NoError(t, c.Eval(ctx, `redis.call('SET', KEYS[2], '1'); return redis.call('XADD', KEYS[1], '*', 'type', 'steering_message')`,
+		[]string{"stream", "written"}).Err())
+	require.NoError(t, c.Set(ctx, "plain", "1", 0).Err())
+	c.Close()
+	srv.Stop()
+	srv, err = srv.Restart(ctx)
+	require.NoError(t, err)
+	defer srv.Stop()
+	c = client()
+	defer c.Close()
+	assert.Equal(t, int64(1), c.Exists(ctx, "plain").Val())
+	assert.Equal(t, int64(1), c.XLen(ctx, "stream").Val(), "the script's entry survived the restart")
+	assert.Equal(t, int64(1), c.Exists(ctx, "written").Val(), "and the rest of its transaction")
+}
