@@ -25,6 +25,7 @@ type SessionDetail struct {
 	WorkingDirectory  string             `json:"workingDirectory" doc:"The absolute path the agent works in." example:"/home/bruno/src/shop"`
 	Objective         string             `json:"objective" doc:"What the session is asked to achieve." example:"Add retries with backoff to the HTTP client, with tests."`
 	ModelID           string             `json:"modelId" doc:"The model the agent runs on." example:"claude-sonnet-4-5"`
+	Engine            string             `json:"engine,omitempty" enum:"script,claude" doc:"The sidecar engine the agent runs on, fixed when its first sidecar started: a runtime of another engine leaves the session waiting rather than switch it." example:"claude"`
 	TemplateID        *uuid.UUID         `json:"templateId,omitempty" format:"uuid" doc:"The template the session was configured from, if any." example:"3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"`
 	ChainID           *uuid.UUID         `json:"chainId,omitempty" format:"uuid" doc:"The chain the session belongs to, if any." example:"7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a"`
 	EnabledSkillIDs   []uuid.UUID        `json:"enabledSkillIds" nullable:"false" format:"uuid" doc:"The skills enabled on the session."`
@@ -187,7 +188,7 @@ func usd(u domain.USD) float64 { return u.Float64() }
 func sessionDetailOf(s domain.AgentSessionSnapshot) SessionDetail {
 	d := SessionDetail{
 		ID: s.ID, OwnerID: s.OwnerID, Name: s.Name, Status: string(s.Status), HasPendingReview: s.HasPendingReview,
-		WorkingDirectory: s.WorkingDirectory, Objective: s.Objective, ModelID: s.ModelID,
+		WorkingDirectory: s.WorkingDirectory, Objective: s.Objective, ModelID: s.ModelID, Engine: s.Engine,
 		TemplateID: s.TemplateID, ChainID: s.ChainID, EnabledSkillIDs: s.EnabledSkillIDs,
 		ExecutionMode: string(s.ExecutionMode), Budget: budgetOf(s.Budget), Metrics: metricsOf(s.Metrics),
 		RetryCount: s.RetryCount, RetryInstruction: s.RetryInstruction, ToolApproval: toolApprovalOf(s.ToolApproval),

@@ -49,6 +49,9 @@ var (
 	ErrPendingReview = errors.New("output is awaiting review; approve or reject it")
 	// ErrMaxRetriesReached: Retry was called MaxRetries times already.
 	ErrMaxRetriesReached = errors.New("maximum number of retries reached")
+	// ErrEngineMismatch: a session's agent runs on the engine it started
+	// on; a runtime of another engine may not run it.
+	ErrEngineMismatch = errors.New("the session's agent runs on another engine")
 	// ErrNoAPIKey: a session must have an API key before it starts.
 	ErrNoAPIKey = errors.New("no API key was generated")
 	// ErrNoPlanPendingApproval: the session waits for something other than a plan decision.

@@ -34,6 +34,10 @@ type AgentSession struct {
 	workingDirectory string
 	objective        string
 	modelID          string
+	// engine is the sidecar engine the session's agent runs on, pinned
+	// when its first sidecar got its key: its conversation exists only in
+	// that engine.
+	engine           string
 	enabledSkillIDs  []uuid.UUID
 	status           SessionStatus
 	hasPendingReview bool

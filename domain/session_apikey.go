@@ -47,15 +47,27 @@ func (s *AgentSession) GenerateAPIKey(entropy io.Reader) (string, error) {
 // is allowed while the session has a sidecar. Each call replaces the
 // previous sidecar key (a sidecar started again gets a new one); the
 // session's own key stays valid.
-func (s *AgentSession) IssueSidecarKey(entropy io.Reader) (string, error) {
+//
+// engine is the sidecar engine of the runtime asking. The first key pins
+// it to the session: the agent's conversation lives in that engine, so a
+// runtime of another engine gets ErrEngineMismatch and starts nothing,
+// and the session waits for one that runs its engine.
+func (s *AgentSession) IssueSidecarKey(entropy io.Reader, engine string) (string, error) {
 	if err := s.allow(OpIssueSidecarKey); err != nil {
 		return "", err
+	}
+	if engine == "" {
+		return "", invalid("engine", "the runtime's engine is required")
+	}
+	if s.engine != "" && s.engine != engine {
+		return "", s.refuse(OpIssueSidecarKey, fmt.Errorf("%w: the session runs on %s, not %s", ErrEngineMismatch, s.engine, engine))
 	}
 	key, err := newAPIKey(entropy)
 	if err != nil {
 		return "", err
 	}
 	s.sidecarKeyHash = HashAPIKey(key)
+	s.engine = engine
 	return key, nil
 }
 

@@ -88,6 +88,10 @@ func (s *AgentSession) Failure() *Failure { return clonePtr(s.failure) }
 // RetryCount returns how many times the session was retried.
 func (s *AgentSession) RetryCount() int { return s.retryCount }
 
+// Engine returns the sidecar engine the session's agent runs on, or ""
+// before its first sidecar started.
+func (s *AgentSession) Engine() string { return s.engine }
+
 // RetryInstruction returns the extra instruction of the last retry, or "".
 func (s *AgentSession) RetryInstruction() string { return s.retryInstruction }
 

@@ -43,11 +43,11 @@ func TestSidecarKey(t *testing.T) {
 	require.NoError(t, err)
 	own, err := s.GenerateAPIKey(entropy())
 	require.NoError(t, err)
-	_, err = s.IssueSidecarKey(rand.Reader)
+	_, err = s.IssueSidecarKey(rand.Reader, "script")
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a Queued session has no sidecar yet")
 
 	require.NoError(t, s.Start(t0))
-	first, err := s.IssueSidecarKey(rand.Reader)
+	first, err := s.IssueSidecarKey(rand.Reader, "script")
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(first, domain.APIKeyPrefix))
 	assert.Equal(t, domain.HashAPIKey(first), s.SidecarKeyHash(), "only the SHA-256 is kept")
@@ -55,18 +55,27 @@ func TestSidecarKey(t *testing.T) {
 	assert.True(t, s.VerifyAPIKey(first))
 	assert.True(t, s.VerifyAPIKey(own), "the session's own key stays valid")
 
-	second, err := s.IssueSidecarKey(rand.Reader)
+	second, err := s.IssueSidecarKey(rand.Reader, "script")
 	require.NoError(t, err)
 	assert.True(t, s.VerifyAPIKey(second))
 	assert.False(t, s.VerifyAPIKey(first), "a new sidecar key replaces the previous one")
 	assert.True(t, s.VerifyAPIKey(own))
 	assert.Equal(t, s.SidecarKeyHash(), load(t, s.Snapshot()).SidecarKeyHash(), "the hash survives a save")
 
-	_, err = s.IssueSidecarKey(nil)
+	// The first key pinned the engine: a runtime of another is refused.
+	assert.Equal(t, "script", load(t, s.Snapshot()).Engine(), "the engine survives a save")
+	_, err = s.IssueSidecarKey(rand.Reader, "claude")
+	require.ErrorIs(t, err, domain.ErrEngineMismatch)
+	require.ErrorIs(t, err, domain.ErrConflict)
+	assert.True(t, s.VerifyAPIKey(second), "a refused runtime replaced nothing")
+	_, err = s.IssueSidecarKey(rand.Reader, "")
+	require.ErrorIs(t, err, domain.ErrValidation)
+
+	_, err = s.IssueSidecarKey(nil, "script")
 	require.ErrorIs(t, err, domain.ErrValidation)
 	require.NoError(t, s.RequestCancel(t0))
 	require.NoError(t, s.ConfirmCancelled(awaited(t, s, domain.SidecarStop), t0))
-	_, err = s.IssueSidecarKey(rand.Reader)
+	_, err = s.IssueSidecarKey(rand.Reader, "script")
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "an ended session gets no sidecar")
 }
 

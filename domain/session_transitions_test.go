@@ -55,7 +55,7 @@ func invocations() []invocation {
 			return err
 		}},
 		{domain.OpIssueSidecarKey, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error {
-			_, err := s.IssueSidecarKey(entropy())
+			_, err := s.IssueSidecarKey(entropy(), "script")
 			return err
 		}},
 		{domain.OpStart, domain.CaseNone, none, func(t *testing.T, s *domain.AgentSession, now time.Time) error { return s.Start(now) }},

@@ -160,3 +160,41 @@ func TestAHandoffThroughTheRuntimeContinuesInANewSession(t *testing.T) {
 		})
 	}
 }
+
+// TestASessionKeepsItsEngineAcrossRuntimes restarts up with another engine
+// while a session waits Idle: the session's agent lives in the engine it
+// started on, so the other runtime leaves it waiting (its follow-up
+// Pending) instead of switching it, and a runtime of its own engine takes
+// it up again with its conversation.
+func TestASessionKeepsItsEngineAcrossRuntimes(t *testing.T) {
+	u := startUpWithRuntime(t)
+	id := u.start(map[string]any{"workingDirectory": "pinned", "objective": "Say hello"})
+	u.waitReview(id)
+	var detail struct {
+		Engine string `json:"engine"`
+	}
+	u.Must(http.MethodGet, "/api/agents/sessions/"+id, nil, &detail)
+	require.Equal(t, "script", detail.Engine, "the session records the engine it started on")
+	u.stop()
+
+	t.Setenv("AGENTBUS_ENGINE", "claude")
+	u.launch()
+	m := u.Enqueue(id, "What did you do before?", "Immediate")
+	// Several of the runtime's looks at its sidecars (every 2 s) pass
+	// without one for the session.
+	for range 60 {
+		assert.Zero(t, u.SidecarPIDs()[id], "a runtime of another engine started the session's sidecar")
+		time.Sleep(100 * time.Millisecond)
+	}
+	u.Must(http.MethodGet, "/api/agents/sessions/"+id, nil, &detail)
+	assert.Equal(t, "script", detail.Engine)
+	u.stop()
+
+	// The message sent meanwhile waits in the session's command stream,
+	// across the restart, for the agent of its engine.
+	t.Setenv("AGENTBUS_ENGINE", "")
+	u.launch()
+	u.WaitDelivered(id, m)
+	u.waitReview(id)
+	assert.NotContains(t, u.Activity(id), "Sidecar started (claude", "no claude sidecar ever ran the session")
+}

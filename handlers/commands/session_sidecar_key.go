@@ -21,10 +21,14 @@ func issueSidecarKey(ctx context.Context, tx pgx.Tx, cmd command.Command) (any, 
 		// A person never needs the sidecar's key: theirs came with the session.
 		return nil, notOwner{"session"}
 	}
+	data, err := decode[command.IssueSidecarKeyData](cmd)
+	if err != nil {
+		return nil, err
+	}
 	var key string
-	_, err := sessions.Update(ctx, tx, cmd.AggregateID, func(s *domain.AgentSession) error {
+	_, err = sessions.Update(ctx, tx, cmd.AggregateID, func(s *domain.AgentSession) error {
 		var err error
-		key, err = s.IssueSidecarKey(rand.Reader)
+		key, err = s.IssueSidecarKey(rand.Reader, data.Engine)
 		return err
 	})
 	if err != nil {

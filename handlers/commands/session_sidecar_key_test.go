@@ -32,8 +32,9 @@ func TestIssueSidecarKey(t *testing.T) {
 		return r, out.APIKey
 	}
 
+	script := command.IssueSidecarKeyData{Engine: "script"}
 	queued := h.newSession(t, false)
-	cmd, err := command.New(domain.AggregateSession, command.IssueSidecarKey, queued, "", nil)
+	cmd, err := command.New(domain.AggregateSession, command.IssueSidecarKey, queued, "", script)
 	require.NoError(t, err)
 	r, _ := issue(cmd)
 	e, ok := command.AsError(r.Err())
@@ -41,7 +42,7 @@ func TestIssueSidecarKey(t *testing.T) {
 	assert.Equal(t, command.KindConflict, e.Kind)
 
 	id := h.newSession(t, true)
-	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", nil)
+	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", script)
 	require.NoError(t, err)
 	r, first := issue(cmd)
 	require.NoError(t, r.Err())
@@ -53,7 +54,7 @@ func TestIssueSidecarKey(t *testing.T) {
 	_, again := issue(cmd)
 	assert.Empty(t, again, "a repeat gets the stored result, which never holds the key")
 
-	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", nil)
+	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", script)
 	require.NoError(t, err)
 	_, second := issue(cmd)
 	require.NotEmpty(t, second)
@@ -63,7 +64,7 @@ func TestIssueSidecarKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, got)
 
-	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, h.owner.String(), nil)
+	cmd, err = command.New(domain.AggregateSession, command.IssueSidecarKey, id, h.owner.String(), script)
 	require.NoError(t, err)
 	r, key := issue(cmd)
 	e, ok = command.AsError(r.Err())

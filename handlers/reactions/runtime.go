@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -317,7 +318,7 @@ func (r Runtime) reconcile(ctx context.Context) error {
 // time: the key is only in the live reply, and a sidecar started again
 // gets a new key, which retires the old one.
 func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
-	cmd, err := command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", nil)
+	cmd, err := command.New(domain.AggregateSession, command.IssueSidecarKey, id, "", command.IssueSidecarKeyData{Engine: r.engine()})
 	if err != nil {
 		return "", bus.Permanent(err)
 	}
@@ -327,7 +328,14 @@ func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("issue sidecar key of %s: %w", id, err)
 	}
-	if res.Err() != nil {
+	if err := res.Err(); err != nil {
+		if strings.Contains(err.Error(), domain.ErrEngineMismatch.Error()) {
+			// The session waits for a runtime of its engine; say so once.
+			if _, said := r.locks.told.LoadOrStore(id, true); !said {
+				slog.Warn("session not started: its agent runs on another engine; it waits for a runtime of that engine",
+					"component", "runtime", "session_id", id, "engine", r.engine(), "error", err)
+			}
+		}
 		return "", nil
 	}
 	var out command.IssueSidecarKeyResult
@@ -337,10 +345,21 @@ func (r Runtime) sidecarKey(ctx context.Context, id uuid.UUID) (string, error) {
 	return out.APIKey, nil
 }
 
+// engine returns the engine this runtime's sidecars run.
+func (r Runtime) engine() string {
+	if r.Engine == "" {
+		return protocol.EngineScript
+	}
+	return r.Engine
+}
+
 // sessionLocks serialises what the runtime does for one session.
 type sessionLocks struct {
 	mu   sync.Mutex
 	held map[uuid.UUID]*sessionLock
+	// told are the sessions whose engine this runtime does not run, which
+	// it said so for.
+	told sync.Map
 }
 
 type sessionLock struct {
