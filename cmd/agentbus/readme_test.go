@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,10 @@ import (
 // TestREADMEWalkthrough runs the README's "A session, by hand" as a shell
 // script against `up` and its real runtime, as a new user pastes it: the
 // token is the one up's user has, the live stream runs in the background
-// instead of another shell, and every other line is taken as written.
+// instead of another shell, and every other line is taken as written. It
+// runs at full speed, and at a person's pace (a pause after every
+// command), since each wait must hold for what it waits on however long
+// the person takes.
 func TestREADMEWalkthrough(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
@@ -29,11 +33,20 @@ func TestREADMEWalkthrough(t *testing.T) {
 
 	bin := buildAgentbus(t)
 	u := startUpWithRuntime(t)
+	for _, pace := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(fmt.Sprint("pace ", pace), func(t *testing.T) { runWalkthrough(t, u, bin, block[1], pace) })
+	}
+}
+
+// runWalkthrough runs the walkthrough's block, waiting pace after each
+// command as a person reading the next one would.
+func runWalkthrough(t *testing.T, u *upUnderTest, bin, block string, pace time.Duration) {
 	stream := filepath.Join(t.TempDir(), "stream.out")
 	watch := filepath.Join(t.TempDir(), "watch.out")
 	var script []string
 	streamed, watched := false, false
-	for _, line := range strings.Split(block[1], "\n") {
+	for _, line := range strings.Split(block, "\n") {
+		command := strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#") && !strings.HasSuffix(line, "\\")
 		switch {
 		case strings.HasPrefix(line, "export TOKEN="):
 			line = "export TOKEN=" + u.token
@@ -45,11 +58,14 @@ func TestREADMEWalkthrough(t *testing.T) {
 			watched = true
 		}
 		script = append(script, strings.ReplaceAll(line, "localhost:8080", strings.TrimPrefix(u.base, "http://")))
+		if command && pace > 0 {
+			script = append(script, fmt.Sprintf("sleep %.1f", pace.Seconds()))
+		}
 	}
 	require.True(t, streamed, "the walkthrough follows the session live")
 	require.True(t, watched, "the walkthrough follows the session live with the command line")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait+time.Duration(len(script))*pace)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n")+"\n")
 	// agentbus is on the PATH of a user who built it.

@@ -11,7 +11,7 @@ import (
 
 func TestEmbeddedScenariosAreTheDocumentedOnesAndParse(t *testing.T) {
 	t.Parallel()
-	want := []string{"config", "default", "exhaust", "fail", "handoff", "long", "permission", "plan", "question", "walkthrough"}
+	want := []string{"config", "default", "exhaust", "fail", "handoff", "long", "permission", "plan", "question", "suite", "walkthrough"}
 	assert.Equal(t, want, script.Scenarios())
 	for _, name := range want {
 		sc, err := script.LoadScenario(name)
