@@ -47,6 +47,15 @@ func (r *runner) loop(ctx context.Context) {
 			<-ch
 			continue
 		}
+		if end := r.heldTurnEnd; end != nil {
+			// Resumed: the turn that ended during the pause ends now, its
+			// work done unless more waits.
+			r.heldTurnEnd = nil
+			end.Done = !r.more && len(r.immediate) == 0 && len(r.queued) == 0 && !r.interrupted
+			r.mu.Unlock()
+			r.emitLog(*end)
+			continue
+		}
 		var msg *protocol.SteeringMessage
 		switch {
 		case first:
@@ -144,7 +153,15 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 		return true
 	}
 	if done != nil {
-		r.emitLog(*done)
+		r.mu.Lock()
+		held := r.paused
+		if held {
+			r.heldTurnEnd = done
+		}
+		r.mu.Unlock()
+		if !held {
+			r.emitLog(*done)
+		}
 	}
 	if cause != nil {
 		r.log.Info("turn cut short", "cause", cause)

@@ -227,6 +227,11 @@ type runner struct {
 	interruptAcks []string // interrupts of the running turn, acked when it ends
 	paused        bool
 	pauseAcks     []string // pauses not yet acknowledged
+	// heldTurnEnd is the turn_completed of a turn that ended while a pause
+	// waited (an engine that holds only before a tool call finishes the
+	// turn): written once the session is resumed, so that it ends the turn
+	// of a Running session rather than arrive while it is Pausing.
+	heldTurnEnd *protocol.TurnCompleted
 	stop          *stopRequest
 	reloads       []reloadRequest
 

@@ -241,3 +241,32 @@ func TestClaudePermissionLeftUnansweredIsDeniedThroughUp(t *testing.T) {
 	assert.Zero(t, w.model.remaining(), "the agent was told of the denial and answered")
 	u.stop()
 }
+
+// TestClaudePauseDuringAToolCallThroughUp pauses a claude session while
+// its last tool call of the turn runs: the CLI finishes the call and the
+// turn (it can hold only before a tool call), the pause is confirmed, and
+// after the resume the session ends that turn Idle instead of staying
+// Running with nothing in flight; a follow-up then reaches the agent.
+func TestClaudePauseDuringAToolCallThroughUp(t *testing.T) {
+	w := newWorld(t,
+		reply{match: userSaid("Wait for the build."), blocks: []block{toolUse("toolu_sleep", "Bash", bash("sleep 3; echo built"))}},
+		reply{match: toolResultIs("toolu_sleep", "built", false), blocks: []block{text("The build finished.")}},
+		reply{match: userSaid("What happened?"), blocks: []block{text("The build finished while you paused me.")}},
+	)
+	u := startUp(t, w)
+	var started struct {
+		Session uptest.Session `json:"session"`
+	}
+	u.Must(http.MethodPost, "/api/agents/sessions", map[string]any{"workingDirectory": "build",
+		"objective": "Wait for the build.", "budgetCapUsd": 5}, &started)
+	id := started.Session.ID
+	require.Eventually(t, func() bool { return strings.Contains(u.Activity(id), "sleep 3") }, 2*wait, 50*time.Millisecond,
+		"the tool call never started:\n%s", u.log)
+	u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/pause", nil, nil)
+	u.WaitFor(id, "Paused", func(s uptest.Session) bool { return s.Status == "Paused" })
+	u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/resume", nil, nil)
+	u.WaitFor(id, "Idle after the resumed turn", func(s uptest.Session) bool { return s.Status == "Idle" })
+	u.FollowUp(id, "What happened?", "Queued")
+	assert.Zero(t, w.model.remaining(), "the model answered every scripted turn")
+	u.stop()
+}
