@@ -63,6 +63,7 @@ var payloads = map[string]any{
 	"PermissionRequestData":  command.PermissionRequestData{},
 	"MetricsData":            command.MetricsData{},
 	"AllocateResult":         command.AllocateResult{},
+	"IssueSidecarKeyData":    command.IssueSidecarKeyData{},
 	"IssueSidecarKeyResult":  command.IssueSidecarKeyResult{},
 	"ToolDefinition":         command.ToolDefinition{},
 	"SubAgentDefinition":     command.SubAgentDefinition{},
