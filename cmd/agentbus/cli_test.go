@@ -176,7 +176,7 @@ func TestCLI(t *testing.T) {
 		watched := c.must("sessions", "watch", id)
 		for _, line := range []string{
 			`assistant  Before I change the storage layer I need one decision from you.`,
-			`→ AskUserQuestion {"questions":`,
+			`→ AskUserQuestion Which database should the service use? [PostgreSQL | SQLite]`,
 			`● session waiting for input expiresAt=`,
 			`options=[PostgreSQL | SQLite] questionContent="Which database should the service use?"`,
 			`● session input received answer=PostgreSQL byTimeout=false`,
@@ -270,6 +270,14 @@ func TestCLI(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(c.must("pool", "--json")), &pool))
 		assert.Equal(t, 5, pool.MaxCount)
 		c.fails(5, "body.maxConcurrentSessions", "pool", "--max", "0")
+	})
+
+	t.Run("tool uses allowed and denied, a plan rejected and approved", func(t *testing.T) {
+		testCLIDecisions(t, u, &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token})
+	})
+
+	t.Run("templates and skills created, edited and deactivated", func(t *testing.T) {
+		testCLICatalog(t, u, &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token})
 	})
 
 	t.Run("watch resumes a dropped connection without gap or repeat", func(t *testing.T) {

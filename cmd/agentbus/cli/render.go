@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentbus/agentbus/internal/client"
 )
 
 // table writes aligned columns for people.
@@ -71,4 +73,14 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// deadlineText says what becomes of a permission request left unanswered,
+// and when: "Deny at 15:04:05 unless decided".
+func deadlineText(a *client.ToolApproval, at time.Time) string {
+	outcome := "Deny"
+	if a != nil && a.OnTimeout != "" {
+		outcome = a.OnTimeout
+	}
+	return fmt.Sprintf("%s at %s unless decided", outcome, clock(at))
 }
