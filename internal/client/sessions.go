@@ -63,6 +63,7 @@ type Session struct {
 		ExpiresAt time.Time `json:"expiresAt"`
 	} `json:"pendingPermission"`
 	ToolApproval *ToolApproval `json:"toolApproval"`
+	WaitingFor   *WaitingFor   `json:"waitingFor"`
 	Plan         *struct {
 		Status  string `json:"status"`
 		Content string `json:"content"`
@@ -77,6 +78,15 @@ type Session struct {
 		Reason  string `json:"reason"`
 		Message string `json:"message"`
 	} `json:"failure"`
+}
+
+// WaitingFor is what a session waits for, since when, and until when.
+type WaitingFor struct {
+	Kind     string     `json:"kind"`
+	Detail   string     `json:"detail"`
+	ToolName string     `json:"toolName"`
+	Since    *time.Time `json:"since"`
+	Deadline *time.Time `json:"deadline"`
 }
 
 // StartSession is what a new session is started with.

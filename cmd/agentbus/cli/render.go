@@ -84,3 +84,22 @@ func deadlineText(a *client.ToolApproval, at time.Time) string {
 	}
 	return fmt.Sprintf("%s at %s unless decided", outcome, clock(at))
 }
+
+// waitingKinds says each kind of wait of the API in words, before its detail.
+var waitingKinds = map[string]string{
+	"Runner": "a runner:", "Model": "the model:", "ToolCall": "tool call", "SafePoint": "a safe point:",
+	"Permission": "your allow or deny of", "Answer": "your answer to", "PlanDecision": "your decision on the plan",
+	"Resume": "", "Review": "", "Message": "",
+}
+
+// waitingText is what a session waits for, since when and until when.
+func waitingText(w client.WaitingFor) string {
+	text := strings.TrimSpace(waitingKinds[w.Kind] + " " + w.Detail)
+	if w.Since != nil {
+		text += ", since " + clock(*w.Since)
+	}
+	if w.Deadline != nil {
+		text += ", until " + clock(*w.Deadline)
+	}
+	return text
+}

@@ -95,6 +95,9 @@ func showSession(w io.Writer, s client.Session) error {
 	if s.ChainID != "" {
 		t.row("Chain", s.ChainID)
 	}
+	if w := s.WaitingFor; w != nil {
+		t.row("Waiting for", waitingText(*w))
+	}
 	if q := s.PendingQuestion; q != nil {
 		question := oneLine(q.Content, 100)
 		if len(q.Options) > 0 {

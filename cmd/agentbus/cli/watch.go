@@ -130,6 +130,18 @@ func (r *renderer) render(ev client.Event) error {
 		return r.line(it.OccurredAt, "← "+it.ToolName, outcome+": "+oneLine(it.Content, 200))
 	case "activity":
 		return r.line(it.OccurredAt, "· "+it.Type, oneLine(it.Summary, 200))
+	case "waiting":
+		var w struct {
+			WaitingFor *client.WaitingFor `json:"waitingFor"`
+		}
+		if err := json.Unmarshal(ev.Data, &w); err != nil || w.WaitingFor == nil {
+			return err
+		}
+		at := time.Time{}
+		if w.WaitingFor.Since != nil {
+			at = *w.WaitingFor.Since
+		}
+		return r.line(at, "… waiting", waitingText(*w.WaitingFor))
 	case "event":
 		var d client.StreamEvent
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
