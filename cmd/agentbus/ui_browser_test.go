@@ -228,7 +228,7 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	cancel()
 	require.NoError(t, err, "screenshot the session page")
-	file := screenshotFile(t, "session.png")
+	file := screenshotFile(t, "session-review.png")
 	require.NoError(t, os.WriteFile(file, shot, 0o644))
 	t.Logf("screenshot of the session page: %s (%d bytes)", file, len(shot))
 	b.run("approve", chromedp.Click(chromedp.CSS("#approve")))
