@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,7 +56,14 @@ func statusText(status string, pendingReview bool) string {
 	return status
 }
 
-func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }
+// usd is an amount in dollars with enough digits to be true: cents from
+// ten cents up, two significant digits below ($0.0024, not $0.00).
+func usd(v float64) string {
+	if v == 0 || math.Abs(v) >= 0.1 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return "$" + strconv.FormatFloat(v, 'g', 2, 64)
+}
 
 func percent(v float64) string { return fmt.Sprintf("%.0f%%", v) }
 

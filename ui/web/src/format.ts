@@ -1,10 +1,10 @@
 import type { Status } from "./api";
 
-// money shows enough digits to be true: cents from a dollar up, four
+// money shows enough digits to be true: cents from ten cents up, two
 // significant digits below ($0.0024, not $0.00).
 export function money(usd: number | undefined): string {
   const v = usd ?? 0;
-  if (v === 0 || Math.abs(v) >= 1) return `$${v.toFixed(2)}`;
+  if (v === 0 || Math.abs(v) >= 0.1) return `$${v.toFixed(2)}`;
   return `$${Number(v.toPrecision(2)).toString()}`;
 }
 
