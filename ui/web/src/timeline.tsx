@@ -61,6 +61,22 @@ function describeEvent(ev: DomainEvent): string | null {
       return "Retried";
     case "agent_session_failed":
       return `Failed: ${ev.data.failureReason}`;
+    case "session_auto_continued":
+      return `Validation failed: continuing (${ev.data.continuationCount} of ${ev.data.maxContinuations})`;
+    case "session_auto_continue_exhausted":
+      return `Validation failed after ${ev.data.maxContinuations} continuations`;
+    case "session_voluntary_handoff":
+      return `Handing off: ${ev.data.reason}`;
+    case "sub_agent_session_started":
+      return `Subagent ${ev.data.subAgentId.slice(0, 8)} started`;
+    case "sub_agent_session_completed":
+      return `Subagent ${ev.data.subAgentId.slice(0, 8)} finished`;
+    case "sub_agent_session_failed":
+      return `Subagent ${ev.data.subAgentId.slice(0, 8)} failed: ${ev.data.failureReason}`;
+    case "session_interrupted":
+      return "Interrupted";
+    case "session_cancelled":
+      return "Cancelled";
     default:
       return null;
   }
