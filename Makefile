@@ -76,13 +76,23 @@ claude:
 
 ## build: build the agentbus binary into bin/
 build:
-	$(GO) build -o $(BIN) ./cmd/agentbus
+	@echo "building $(BIN) (the first build downloads and compiles the dependencies: a few minutes)"
+	@$(GO) build -o $(BIN) ./cmd/agentbus
+	@echo "built $(BIN)"
 
-## run: start the whole stack in one process (embedded NATS, private Postgres and Redis); it needs
-## only the two servers (and the claude engine's CLI when AGENTBUS_ENGINE=claude), not the tests' tools
+# Where `make run` serves the API and the dashboard (make run HTTP=127.0.0.1:9090).
+HTTP ?= 127.0.0.1:8080
+# Where `make run`'s sessions work: outside the checkout, so that an
+# agent's git commands never reach this repository.
+WORKSPACE ?= $(HOME)/.local/share/agentbus/workspace
+# What `make run` logs besides its banner (debug, info, warn, error).
+LOG_LEVEL ?= warn
+
+## run: start the whole stack in one process (embedded NATS, private Postgres and Redis) on $(HTTP), with
+## sessions in $(WORKSPACE); it needs only the two servers (and the claude engine's CLI when AGENTBUS_ENGINE=claude)
 run: servers build
 	@if [ "$$AGENTBUS_ENGINE" = claude ]; then $(MAKE) --no-print-directory claude; fi
-	./$(BIN) up
+	AGENTBUS_LOG_LEVEL=$(LOG_LEVEL) ./$(BIN) up --http $(HTTP) --workspace $(WORKSPACE)
 
 ## test: vet and run every test with the race detector
 test: deps claude

@@ -154,5 +154,9 @@ func (s *Server) sessionCommand(ctx context.Context, rawID, name string, data an
 	if err != nil {
 		return nil, err
 	}
-	return &sessionOutput{Body: sessionDetailOf(snap)}, nil
+	out := &sessionOutput{Body: sessionDetailOf(snap)}
+	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -42,6 +42,7 @@ type SessionDetail struct {
 	ToolApproval      ToolApproval       `json:"toolApproval" doc:"Which tool uses wait for the owner's approval."`
 	PendingQuestion   *Question          `json:"pendingQuestion,omitempty" doc:"The question the session waits on (WaitingForInput)."`
 	PendingPermission *PermissionRequest `json:"pendingPermission,omitempty" doc:"The tool use waiting for approval (WaitingForApproval)."`
+	WaitingFor        *WaitingFor        `json:"waitingFor,omitempty" doc:"What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended."`
 	ReloadPending     bool               `json:"reloadPending" doc:"Whether a configuration reload waits for the sidecar's acknowledgement." example:"false"`
 	PausedAt          *time.Time         `json:"pausedAt,omitempty" doc:"When the session was paused, while it is." example:"2026-03-01T09:30:00Z"`
 	StartedAt         *time.Time         `json:"startedAt,omitempty" doc:"When the session started running." example:"2026-03-01T09:00:05Z"`

@@ -336,7 +336,11 @@ func (s *Server) getSession(ctx context.Context, in *sessionIDInput) (*sessionOu
 	if err != nil {
 		return nil, err
 	}
-	return &sessionOutput{Body: sessionDetailOf(snap)}, nil
+	out := &sessionOutput{Body: sessionDetailOf(snap)}
+	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (s *Server) getTaskList(ctx context.Context, in *sessionIDInput) (*taskListOutput, error) {

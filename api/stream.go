@@ -71,6 +71,7 @@ var streamEvents = map[string]any{
 	feed.KindToolResult:    feed.LiveToolResult{},
 	feed.KindActivity:      feed.LiveActivity{},
 	feed.KindTextDelta:     feed.LiveTextDelta{},
+	"waiting":              StreamWaiting{},
 	"ping":                 StreamPing{},
 	"reconnect":            StreamReconnect{},
 }
@@ -109,6 +110,7 @@ const streamDescription = "Server-Sent Events, in the order things happened. Eac
 	"the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, " +
 	"so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, " +
 	"or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. " +
+	"On a session's stream, `waiting` says what the session waits for once the stream is live and whenever that changes (it has no id: a resumed stream gets the current one). " +
 	"A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes."
 
 // addStreamRoutes registers the live streams, which share one fan-out
@@ -142,7 +144,11 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		}
 		subjects = append(subjects, chainSubject)
 		chains := s.newSessionChains(ctx, id)
-		s.runStream(ctx, streamSpec{subjects: subjects, session: id.String(), keep: chains.keep, position: positionOf(ctx)}, send)
+		spec := streamSpec{subjects: subjects, session: id.String(), keep: chains.keep, position: positionOf(ctx)}
+		if owner, err := uuid.Parse(OwnerID(ctx)); err == nil && s.deps.Queries != nil {
+			spec.waiting = &waitingFeed{s: s, session: id, owner: owner}
+		}
+		s.runStream(ctx, spec, send)
 	})
 
 	registerSSE(api, huma.Operation{

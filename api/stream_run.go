@@ -28,6 +28,9 @@ type streamSpec struct {
 	keep func(bus.Envelope) bool
 	// position is where the client asked to start.
 	position streamPosition
+	// waiting, when set, tells the client what the session waits for
+	// once the stream is live, and whenever that changes.
+	waiting *waitingFeed
 }
 
 // streamItem is an event on its way from the bus to one client.
@@ -121,12 +124,18 @@ func (ls *liveStream) follow(ctx context.Context, sub *subscriber, pos uint64) (
 		return false
 	}
 	ls.from = streamPosition{After: max(pos, ls.from.After), Set: true}
+	if ls.tellWaiting(ctx) != nil {
+		return false
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case it := <-sub.items:
 			if ls.take(it) != nil {
+				return false
+			}
+			if w := ls.spec.waiting; w != nil && w.changes(it.env) && ls.tellWaiting(ctx) != nil {
 				return false
 			}
 		case <-ls.heartbeat.C:
@@ -152,6 +161,28 @@ func (ls *liveStream) follow(ctx context.Context, sub *subscriber, pos uint64) (
 			return true
 		}
 	}
+}
+
+// tellWaiting sends what the session waits for when it changed. A failed
+// read is logged and skipped: the next change tells it again.
+func (ls *liveStream) tellWaiting(ctx context.Context) error {
+	if ls.spec.waiting == nil {
+		return nil
+	}
+	msg, err := ls.spec.waiting.next(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			ls.log.Warn("api: what the session waits for", "err", err)
+		}
+		return nil
+	}
+	if msg == nil {
+		return nil
+	}
+	if err := ls.send.Data(*msg); err != nil {
+		return errClientGone
+	}
+	return nil
 }
 
 // errClientGone is why a stream stops when the client cannot be written to.

@@ -10,6 +10,8 @@ import (
 // The commands for people at a terminal, clients of the HTTP API.
 func init() {
 	commands["sessions"] = command{"list, start, steer, watch and control your sessions (sessions help)", runSessions}
+	commands["templates"] = command{"list, show, create and edit your templates (templates help)", runTemplates}
+	commands["skills"] = command{"list, show, create and edit your skills (skills help)", runSkills}
 	commands["pool"] = command{"show your session pool, or size it: pool [--max N]", runPoolCommand}
 }
 
@@ -19,4 +21,12 @@ func runSessions(ctx context.Context, args []string) error {
 
 func runPoolCommand(ctx context.Context, args []string) error {
 	return cli.Pool(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runTemplates(ctx context.Context, args []string) error {
+	return cli.Templates(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runSkills(ctx context.Context, args []string) error {
+	return cli.Skills(ctx, args, os.Stdout, os.Stderr)
 }

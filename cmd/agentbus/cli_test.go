@@ -176,7 +176,7 @@ func TestCLI(t *testing.T) {
 		watched := c.must("sessions", "watch", id)
 		for _, line := range []string{
 			`assistant  Before I change the storage layer I need one decision from you.`,
-			`→ AskUserQuestion {"questions":`,
+			`→ AskUserQuestion Which database should the service use? [PostgreSQL | SQLite]`,
 			`● session waiting for input expiresAt=`,
 			`options=[PostgreSQL | SQLite] questionContent="Which database should the service use?"`,
 			`● session input received answer=PostgreSQL byTimeout=false`,
@@ -272,6 +272,14 @@ func TestCLI(t *testing.T) {
 		c.fails(5, "body.maxConcurrentSessions", "pool", "--max", "0")
 	})
 
+	t.Run("tool uses allowed and denied, a plan rejected and approved", func(t *testing.T) {
+		testCLIDecisions(t, u, &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token})
+	})
+
+	t.Run("templates and skills created, edited and deactivated", func(t *testing.T) {
+		testCLICatalog(t, u, &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token})
+	})
+
 	t.Run("watch resumes a dropped connection without gap or repeat", func(t *testing.T) {
 		testWatchResumes(t, u, &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token})
 	})
@@ -324,6 +332,9 @@ func testWatchResumes(t *testing.T, u *upUnderTest, c *cliUnderTest) {
 			Data  json.RawMessage `json:"data"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		if ev.Event == "waiting" {
+			continue // the session's state, not an event of its log: it has no id
+		}
 		watched = append(watched, ev.ID)
 	}
 	want := sessionStreamIDs(t, u.base, u.token, id, `"session_cancelled"`)
@@ -361,7 +372,7 @@ func sessionStreamIDs(t *testing.T, base, token, id, until string) []string {
 		case strings.HasPrefix(line, "data: "):
 			data = strings.TrimPrefix(line, "data: ")
 		case line == "":
-			if name != "ping" && data != "" {
+			if name != "ping" && name != "waiting" && data != "" {
 				require.NotEqual(t, "reconnect", name)
 				ids = append(ids, evID)
 				if strings.Contains(data, until) {

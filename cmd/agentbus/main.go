@@ -36,7 +36,7 @@ var commands = map[string]command{
 }
 
 func main() {
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
 	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
 		usage()
 		return
@@ -85,6 +85,17 @@ func withTracing(ctx context.Context, name string, run func() error) error {
 		}
 	}()
 	return run()
+}
+
+// logLevel is the least level logged: AGENTBUS_LOG_LEVEL (debug, info,
+// warn or error), info when it is unset or unknown. `make run` sets warn,
+// so that what up prints for people is not lost among the records.
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("AGENTBUS_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
 }
 
 func usage() {

@@ -53,7 +53,7 @@ func runWalkthrough(t *testing.T, u *upUnderTest, bin, block string, pace time.D
 		case strings.HasPrefix(line, "curl -N "):
 			line = "timeout 120 " + line + " > " + stream + " 2>&1 &"
 			streamed = true
-		case strings.HasPrefix(line, "agentbus sessions watch "):
+		case strings.HasPrefix(line, "bin/agentbus sessions watch "):
 			line = "timeout 120 " + line + " > " + watch + " 2>&1 &"
 			watched = true
 		}
@@ -68,8 +68,13 @@ func runWalkthrough(t *testing.T, u *upUnderTest, bin, block string, pace time.D
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait+time.Duration(len(script))*pace)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n")+"\n")
-	// agentbus is on the PATH of a user who built it.
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// The script runs where a user who ran `make run` is: in a checkout
+	// with bin/agentbus, the PATH as it was (agentbus is not on it).
+	checkout := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(checkout, "bin"), 0o755))
+	require.NoError(t, os.Symlink(bin, filepath.Join(checkout, "bin", "agentbus")))
+	cmd.Dir = checkout
+	cmd.Env = append(os.Environ(), "PATH="+pathWithout("agentbus"))
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the walkthrough failed:\n%s", out)
@@ -101,4 +106,21 @@ func runWalkthrough(t *testing.T, u *upUnderTest, bin, block string, pace time.D
 	for _, line := range []string{"assistant  Going with PostgreSQL.", "● session input received answer=PostgreSQL"} {
 		assert.Contains(t, string(got), line, "watch shows the session's events")
 	}
+
+	// Tool approval, templates and skills from the command line.
+	assert.Regexp(t, `(?m)^Permission\s+Bash \$ rm -rf build/ \(request [0-9a-f-]+; Deny at \d\d:\d\d:\d\d unless decided\)$`, string(out))
+	assert.Regexp(t, `(?m)^Tool approval\s+every tool \(waits 120s, then Deny\)$`, string(out))
+	assert.Regexp(t, `(?m)^[0-9a-f-]{36} version 2$`, string(out))
+}
+
+// pathWithout is $PATH without the directories that hold program: the
+// PATH of a new user, who has not installed it.
+func pathWithout(program string) string {
+	var dirs []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(dir, program)); err != nil {
+			dirs = append(dirs, dir)
+		}
+	}
+	return strings.Join(dirs, string(os.PathListSeparator))
 }

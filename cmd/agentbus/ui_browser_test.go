@@ -118,7 +118,7 @@ func jsString(s string) string {
 // domain events, in order.
 func (b *browser) activityEvents() []string {
 	b.t.Helper()
-	return eval[[]string](b, "read the activity", `[...document.querySelectorAll("#activity .event")].map(e => e.innerText)`)
+	return eval[[]string](b, "read the activity", `[...document.querySelectorAll("#activity .event > .text")].map(e => e.innerText)`)
 }
 
 // TestDashboardDrivesASessionThroughTheRealRuntime is a person at the
@@ -159,6 +159,10 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	b.waitText("#question", "Which database should the service use?")
 	b.clickText(`//div[@id="question"]`, "PostgreSQL")
 	b.waitText("#activity", "Going with PostgreSQL.")
+	// The answer is in the conversation, as the person's, with its time.
+	b.waitJS("the answer in the timeline", `[...document.querySelectorAll("#activity .item.user")].some(e =>
+		e.querySelector(".prio")?.innerText === "Answer" && e.querySelector(".text")?.innerText === "PostgreSQL" &&
+		/^\d\d:\d\d:\d\d$/.test(e.querySelector("time")?.innerText ?? ""))`)
 	b.waitText("#activity", "Migrated table 1 of 80.")
 	b.waitText("#session-status", "Running")
 
@@ -179,12 +183,18 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	require.NotEqual(t, -1, pausing, "the pause request shows as Pausing…: %v", events)
 	assert.Less(t, pausing, paused, "Pausing… then Paused: %v", events)
 	assert.Equal(t, "Paused", u.Session(id).Status)
+	b.waitText("#waiting", "Waiting for you to resume it · since ")
 
 	// Steer it: an Immediate message cuts in as soon as it runs again.
 	b.run("write a steering message", chromedp.SendKeys(chromedp.CSS("#message"), "Keep the old schema readable"))
 	b.choose("#priority", "Immediate")
 	b.run("send it", chromedp.Click(chromedp.CSS("#send")))
 	b.waitText("#queue", "Keep the old schema readable")
+	// The person's own message shows in the conversation with its priority,
+	// its delivery state and its time.
+	b.waitJS("the steering message in the timeline", `[...document.querySelectorAll("#activity .item.user")].some(e =>
+		e.querySelector(".text")?.innerText === "Keep the old schema readable" && e.querySelector(".prio")?.innerText === "Immediate" &&
+		e.dataset.state === "Pending" && /^\d\d:\d\d:\d\d$/.test(e.querySelector("time")?.innerText ?? ""))`)
 
 	// A Queued message waits for the end of the turn; promoted, it cuts in
 	// like steering once the session runs again.
@@ -203,7 +213,7 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	assert.Less(t, indexOf(events, "Resuming…"), indexOf(events, "Resumed"), "Resuming… then Resumed: %v", events)
 	// Both cut in once it runs again; the promoted one came last, so the
 	// agent's reply to it is the one that is not cut short.
-	b.waitJS("both messages delivered", `[...document.querySelectorAll("#activity .event")].filter(e => e.innerText === "Message delivered").length === 2`)
+	b.waitJS("both messages delivered", `[...document.querySelectorAll('#activity .item.user[data-state="Delivered"]')].length === 2`)
 	b.waitText("#activity", "Understood: Then write the migration notes")
 	badge := eval[[]string](b, "read the badge's states", `window.statusSeen`)
 	t.Logf("the status badge showed %v", badge)
@@ -218,7 +228,7 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	cancel()
 	require.NoError(t, err, "screenshot the session page")
-	file := filepath.Join(t.TempDir(), "session.png")
+	file := screenshotFile(t, "session-review.png")
 	require.NoError(t, os.WriteFile(file, shot, 0o644))
 	t.Logf("screenshot of the session page: %s (%d bytes)", file, len(shot))
 	b.run("approve", chromedp.Click(chromedp.CSS("#approve")))
@@ -238,4 +248,16 @@ func indexOf(lines []string, want string) int {
 		}
 	}
 	return -1
+}
+
+// screenshotFile is where a screenshot of the dashboard goes: docs/ of
+// the checkout, which the README shows, when AGENTBUS_SCREENSHOTS=1, else
+// a temporary directory.
+func screenshotFile(t *testing.T, name string) string {
+	if os.Getenv("AGENTBUS_SCREENSHOTS") == "1" {
+		dir := filepath.Join("..", "..", "docs", "screenshots")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		return filepath.Join(dir, name)
+	}
+	return filepath.Join(t.TempDir(), name)
 }

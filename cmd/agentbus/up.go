@@ -138,8 +138,12 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	slog.Info("agentbus is up", "component", "up",
 		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
-	fmt.Fprintf(os.Stderr, "\nagentbus is up\n  UI:     http://%s/ui/   (sign in with the token below)\n  API:    http://%s/docs   (health: /readyz)\n  NATS:   %s   (its credentials and the servers': %s)\n  token:  %s\n          (bearer token of the development user %s)\n  stop with Ctrl-C\n\n",
-		cfg.httpAddr, cfg.httpAddr, in.NATSURL, filepath.Join(dataDir, credentials.EnvFile), token, devUserID)
+	ws, err := in.workspace()
+	if err != nil {
+		return err
+	}
+	upBanner{HTTPAddr: cfg.httpAddr, NATSURL: in.NATSURL, Credentials: filepath.Join(dataDir, credentials.EnvFile),
+		Token: token, UserID: devUserID, DataDir: dataDir, Workspace: string(ws), Runtime: !skip["runtime"]}.write(os.Stderr)
 	return runComponents(ctx, components)
 }
 

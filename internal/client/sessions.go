@@ -57,11 +57,14 @@ type Session struct {
 		ExpiresAt time.Time `json:"expiresAt"`
 	} `json:"pendingQuestion"`
 	PendingPermission *struct {
-		RequestID string `json:"requestId"`
-		ToolName  string `json:"toolName"`
-		Input     string `json:"input"`
+		RequestID string    `json:"requestId"`
+		ToolName  string    `json:"toolName"`
+		Input     string    `json:"input"`
+		ExpiresAt time.Time `json:"expiresAt"`
 	} `json:"pendingPermission"`
-	Plan *struct {
+	ToolApproval *ToolApproval `json:"toolApproval"`
+	WaitingFor   *WaitingFor   `json:"waitingFor"`
+	Plan         *struct {
 		Status  string `json:"status"`
 		Content string `json:"content"`
 	} `json:"plan"`
@@ -77,6 +80,15 @@ type Session struct {
 	} `json:"failure"`
 }
 
+// WaitingFor is what a session waits for, since when, and until when.
+type WaitingFor struct {
+	Kind     string     `json:"kind"`
+	Detail   string     `json:"detail"`
+	ToolName string     `json:"toolName"`
+	Since    *time.Time `json:"since"`
+	Deadline *time.Time `json:"deadline"`
+}
+
 // StartSession is what a new session is started with.
 type StartSession struct {
 	Objective        string   `json:"objective"`
@@ -86,6 +98,9 @@ type StartSession struct {
 	ModelID          string   `json:"modelId,omitempty"`
 	BudgetCapUsd     *float64 `json:"budgetCapUsd,omitempty"`
 	SkillIDs         []string `json:"skillIds,omitempty"`
+	// ToolApproval overrides the template's: which tool uses wait for
+	// the owner's decision.
+	ToolApproval *ToolApproval `json:"toolApproval,omitempty"`
 }
 
 // Started is the answer to a start: the new session.
@@ -213,6 +228,30 @@ func (c *Client) Retry(ctx context.Context, id, instruction string) (Answer[Sess
 		body["additionalInstruction"] = instruction
 	}
 	return call[Session](ctx, c, http.MethodPost, sessionPath(id, "retry"), body)
+}
+
+// Decide allows or denies the tool use the session's permission request
+// asks for, with a message for the agent when it is not empty.
+func (c *Client) Decide(ctx context.Context, id, requestID string, allow bool, message string) (Answer[Session], error) {
+	verb := "deny"
+	if allow {
+		verb = "allow"
+	}
+	body := map[string]string{}
+	if message != "" {
+		body["message"] = message
+	}
+	return call[Session](ctx, c, http.MethodPost, sessionPath(id, "permissions", url.PathEscape(requestID), verb), body)
+}
+
+// ApprovePlan lets the agent carry out the plan awaiting approval.
+func (c *Client) ApprovePlan(ctx context.Context, id string) (Answer[Session], error) {
+	return call[Session](ctx, c, http.MethodPost, sessionPath(id, "plan", "approve"), nil)
+}
+
+// RejectPlan sends the plan back to the agent with feedback.
+func (c *Client) RejectPlan(ctx context.Context, id, feedback string) (Answer[Session], error) {
+	return call[Session](ctx, c, http.MethodPost, sessionPath(id, "plan", "reject"), map[string]string{"feedback": feedback})
 }
 
 // Pool reads the caller's session pool.

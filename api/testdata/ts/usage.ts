@@ -56,6 +56,8 @@ function render(m: FeedMessage): string {
       return `${m.data.type} ${m.data.summary}`;
     case "event":
       return `${m.id ?? 0}: ${domainEvent(m.data)}`;
+    case "waiting":
+      return `${m.data.waitingFor?.kind ?? "nothing"} since ${m.data.waitingFor?.since ?? "-"}`;
     case "ping":
       return m.data.time;
     case "reconnect":

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentbus/agentbus/internal/client"
 )
 
 // table writes aligned columns for people.
@@ -52,7 +56,14 @@ func statusText(status string, pendingReview bool) string {
 	return status
 }
 
-func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }
+// usd is an amount in dollars with enough digits to be true: cents from
+// ten cents up, two significant digits below ($0.0024, not $0.00).
+func usd(v float64) string {
+	if v == 0 || math.Abs(v) >= 0.1 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return "$" + strconv.FormatFloat(v, 'g', 2, 64)
+}
 
 func percent(v float64) string { return fmt.Sprintf("%.0f%%", v) }
 
@@ -71,4 +82,33 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// deadlineText says what becomes of a permission request left unanswered,
+// and when: "Deny at 15:04:05 unless decided".
+func deadlineText(a *client.ToolApproval, at time.Time) string {
+	outcome := "Deny"
+	if a != nil && a.OnTimeout != "" {
+		outcome = a.OnTimeout
+	}
+	return fmt.Sprintf("%s at %s unless decided", outcome, clock(at))
+}
+
+// waitingKinds says each kind of wait of the API in words, before its detail.
+var waitingKinds = map[string]string{
+	"Runner": "a runner:", "Model": "the model:", "ToolCall": "tool call", "SafePoint": "a safe point:",
+	"Permission": "your allow or deny of", "Answer": "your answer to", "PlanDecision": "your decision on the plan",
+	"Resume": "", "Review": "", "Message": "",
+}
+
+// waitingText is what a session waits for, since when and until when.
+func waitingText(w client.WaitingFor) string {
+	text := strings.TrimSpace(waitingKinds[w.Kind] + " " + w.Detail)
+	if w.Since != nil {
+		text += ", since " + clock(*w.Since)
+	}
+	if w.Deadline != nil {
+		text += ", until " + clock(*w.Deadline)
+	}
+	return text
 }

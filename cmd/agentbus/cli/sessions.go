@@ -18,7 +18,7 @@ func Sessions(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var sessionCommands = []subcommand{
 	{"ls [--status S] [--page N] [--page-size N]", "list your sessions, newest first", sessionsList},
 	{"show ID", "show a session: status, cost, context, what it waits for", sessionsShow},
-	{"start OBJECTIVE [--dir D] [--budget USD] [...]", "start a session; prints its id", sessionsStart},
+	{"start OBJECTIVE [--dir D] [--budget USD] [--tool-approval all|TOOLS] [...]", "start a session; prints its id", sessionsStart},
 	{"steer ID TEXT", "send the agent a message now (Immediate); prints its id", sessionsSteer},
 	{"queue ID [TEXT] [--cancel MESSAGE]", "list the message queue, or add TEXT for the next turn", sessionsQueue},
 	{"promote ID MESSAGE", "make a queued message Immediate", sessionsPromote},
@@ -27,6 +27,9 @@ var sessionCommands = []subcommand{
 	{"interrupt ID", "interrupt the running turn", control("interrupt")},
 	{"cancel ID", "cancel a session", control("cancel")},
 	{"answer ID TEXT", "answer the session's pending question", sessionsAnswer},
+	{"allow ID [REQUEST] [--message TEXT]", "allow the tool use the session waits for (or the request named)", decide(true)},
+	{"deny ID [REQUEST] [--message TEXT]", "deny the tool use the session waits for (or the request named)", decide(false)},
+	{"plan approve|reject ID [--feedback TEXT]", "approve the agent's plan, or send it back with feedback", sessionsPlan},
 	{"approve ID", "approve the output awaiting review: Completed", control("approve")},
 	{"reject ID [--reason TEXT]", "reject the output awaiting review: Failed", sessionsReject},
 	{"retry ID [--instruction TEXT]", "run a failed session again", sessionsRetry},
@@ -92,6 +95,9 @@ func showSession(w io.Writer, s client.Session) error {
 	if s.ChainID != "" {
 		t.row("Chain", s.ChainID)
 	}
+	if w := s.WaitingFor; w != nil {
+		t.row("Waiting for", waitingText(*w))
+	}
 	if q := s.PendingQuestion; q != nil {
 		question := oneLine(q.Content, 100)
 		if len(q.Options) > 0 {
@@ -100,7 +106,8 @@ func showSession(w io.Writer, s client.Session) error {
 		t.row("Question", question)
 	}
 	if p := s.PendingPermission; p != nil {
-		t.row("Permission", fmt.Sprintf("%s %s (request %s)", p.ToolName, oneLine(p.Input, 80), p.RequestID))
+		t.row("Permission", fmt.Sprintf("%s %s (request %s; %s)", p.ToolName, oneLine(toolInputText([]byte(p.Input)), 200),
+			p.RequestID, deadlineText(s.ToolApproval, p.ExpiresAt)))
 	}
 	if p := s.Plan; p != nil {
 		t.row("Plan", p.Status+": "+oneLine(p.Content, 80))
@@ -130,8 +137,12 @@ func sessionsStart(e *env, fs *flag.FlagSet, args []string) error {
 	budget := fs.Float64("budget", 0, "the budget cap in USD (required without --template)")
 	var skills listFlag
 	fs.Var(&skills, "skill", "a skill to enable (repeatable)")
+	approval := toolApprovalFlags(fs)
 	pos, err := e.parse(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if req.ToolApproval, err = approval(); err != nil {
 		return err
 	}
 	req.Objective = pos[0]

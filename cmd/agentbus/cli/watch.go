@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -122,7 +121,7 @@ func (r *renderer) render(ev client.Event) error {
 		}
 		return r.line(it.OccurredAt, speaker(it.SubAgentID), it.Text)
 	case "tool_call":
-		return r.line(it.OccurredAt, "→ "+it.ToolName, oneLine(compactJSON(it.Input), 200))
+		return r.line(it.OccurredAt, "→ "+it.ToolName, toolInputText(it.Input))
 	case "tool_result":
 		outcome := "ok"
 		if it.IsError {
@@ -131,6 +130,18 @@ func (r *renderer) render(ev client.Event) error {
 		return r.line(it.OccurredAt, "← "+it.ToolName, outcome+": "+oneLine(it.Content, 200))
 	case "activity":
 		return r.line(it.OccurredAt, "· "+it.Type, oneLine(it.Summary, 200))
+	case "waiting":
+		var w struct {
+			WaitingFor *client.WaitingFor `json:"waitingFor"`
+		}
+		if err := json.Unmarshal(ev.Data, &w); err != nil || w.WaitingFor == nil {
+			return err
+		}
+		at := time.Time{}
+		if w.WaitingFor.Since != nil {
+			at = *w.WaitingFor.Since
+		}
+		return r.line(at, "… waiting", waitingText(*w.WaitingFor))
 	case "event":
 		var d client.StreamEvent
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -196,14 +207,6 @@ func clock(t time.Time) string {
 		return "--:--:--"
 	}
 	return t.Local().Format("15:04:05")
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // hiddenFields are the fields of domain events that every one carries or

@@ -33,7 +33,7 @@ func TestRendererWritesStreamedTextOnce(t *testing.T) {
 	want := regexp.MustCompile(`^` +
 		`\d\d:\d\d:\d\d  assistant  Looking at the project\.\n {21}It is small\.\n` +
 		`\d\d:\d\d:\d\d  assistant  Runn\n` +
-		`\d\d:\d\d:\d\d  → Bash     \{"command":"go test \./\.\.\."\}\n` +
+		`\d\d:\d\d:\d\d  → Bash     \$ go test \./\.\.\.\n` +
 		`\d\d:\d\d:\d\d  ← Bash     error: FAIL exit 1\n` +
 		`\d\d:\d\d:\d\d  subagent 7a2d4c1b Running the tests\.\n` +
 		`\d\d:\d\d:\d\d  ● session waiting for input n=3 options=\[A \| B\] questionContent="Which one\?" ratio=0\.1235\n$`)

@@ -67,13 +67,14 @@ function App() {
   const route = useRoute();
   const [signedIn, setSignedIn] = useState(token() !== "");
   if (!signedIn) return <SignIn onDone={() => setSignedIn(true)} />;
-  const parts = route.split("/").filter(Boolean);
+  const [path, query] = route.split("?");
+  const parts = path.split("/").filter(Boolean);
   let page;
   if (parts[0] === "sessions" && parts[1]) page = <SessionPage key={parts[1]} id={parts[1]} />;
   else if (parts[0] === "chains" && parts[1]) page = <ChainPage key={parts[1]} id={parts[1]} />;
   else if (parts[0] === "chains") page = <Chains />;
   else if (parts[0] === "templates" || parts[0] === "skills") page = <Catalog key={parts[0]} kind={parts[0]} id={parts[1]} />;
-  else page = <SessionList />;
+  else page = <SessionList template={new URLSearchParams(query ?? "").get("template") ?? ""} />;
   return (
     <>
       <nav>

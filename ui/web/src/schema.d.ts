@@ -845,7 +845,7 @@ export interface paths {
         };
         /**
          * Follow a session live
-         * @description The live events of one session: status changes, activity, queue changes, metrics, questions and permission requests. Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue (status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs) or of the chain it is in (the chain created around it, its handoff document, the session that continues it, the chain's end); `assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes.
+         * @description The live events of one session: status changes, activity, queue changes, metrics, questions and permission requests. Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue (status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs) or of the chain it is in (the chain created around it, its handoff document, the session that continues it, the chain's end); `assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. On a session's stream, `waiting` says what the session waits for once the stream is live and whenever that changes (it has no id: a resumed stream gets the current one). A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes.
          */
         get: operations["stream-session"];
         put?: never;
@@ -1053,7 +1053,7 @@ export interface paths {
         };
         /**
          * Follow all of your sessions live
-         * @description The live events of every session of the caller, as on a taskbar. Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue (status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs) or of the chain it is in (the chain created around it, its handoff document, the session that continues it, the chain's end); `assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes.
+         * @description The live events of every session of the caller, as on a taskbar. Server-Sent Events, in the order things happened. Each `event` carries one domain event of the session or its queue (status changes, queue changes, metrics, permission, question and plan requests and their resolutions, budget warnings, handoffs) or of the chain it is in (the chain created around it, its handoff document, the session that continues it, the chain's end); `assistant_text`, `tool_call`, `tool_result` and `activity` carry the activity items the session records, and `text_delta` the text the model is still writing (not recorded: the `assistant_text` that follows is). Each item's SSE id is a resumable position, so a reconnect with `Last-Event-ID` misses nothing and repeats nothing; 0 means from the beginning. Without it the stream starts with new events, or with those since `since` (0: all). A `ping` comes when the stream opens and after every quiet heartbeat interval. On a session's stream, `waiting` says what the session waits for once the stream is live and whenever that changes (it has no id: a resumed stream gets the current one). A client that reads too slowly gets a `reconnect` event with the position to resume from, and the stream closes.
          */
         get: operations["stream-sessions"];
         put?: never;
@@ -3280,6 +3280,8 @@ export interface components {
              * @example 7
              */
             version: number;
+            /** @description What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended. */
+            waitingFor?: components["schemas"]["WaitingFor"];
             /**
              * @description The absolute path the agent works in.
              * @example /home/bruno/src/shop
@@ -6448,6 +6450,15 @@ export interface components {
              */
             reason: "slow_client" | "unavailable";
         };
+        StreamWaiting: {
+            /**
+             * @description The session's id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            sessionId: string;
+            /** @description What the session waits for; absent once it waits for nothing. */
+            waitingFor?: components["schemas"]["WaitingFor"];
+        };
         SubAgent: {
             /**
              * @description What the subagent does.
@@ -7297,6 +7308,36 @@ export interface components {
              * @enum {string}
              */
             type: "TestsPassing" | "CoverageThreshold" | "CustomCommand" | "LintPassing";
+        };
+        WaitingFor: {
+            /**
+             * Format: date-time
+             * @description When the wait ends by itself (a permission's, a question's or a pause's timeout).
+             * @example 2026-03-01T09:32:00Z
+             */
+            deadline?: string;
+            /**
+             * @description What exactly, for people: the tool call, the question, the command awaiting approval.
+             * @example Bash: make integration-test (the session pauses once it ends)
+             */
+            detail: string;
+            /**
+             * @description What the session waits for.
+             * @example ToolCall
+             * @enum {string}
+             */
+            kind: "Runner" | "Model" | "ToolCall" | "SafePoint" | "Permission" | "Answer" | "PlanDecision" | "Resume" | "Review" | "Message";
+            /**
+             * Format: date-time
+             * @description Since when it waits, when that is recorded.
+             * @example 2026-03-01T09:30:00Z
+             */
+            since?: string;
+            /**
+             * @description The tool, for a tool call or a permission.
+             * @example Bash
+             */
+            toolName?: string;
         };
     };
     responses: never;
@@ -11238,6 +11279,17 @@ export interface operations {
                         id?: number;
                         /** @description The retry time in milliseconds. */
                         retry?: number;
+                    } | {
+                        data: components["schemas"]["StreamWaiting"];
+                        /**
+                         * @description The event name.
+                         * @constant
+                         */
+                        event: "waiting";
+                        /** @description The event ID. */
+                        id?: number;
+                        /** @description The retry time in milliseconds. */
+                        retry?: number;
                     })[];
                 };
             };
@@ -12307,6 +12359,17 @@ export interface operations {
                          * @constant
                          */
                         event: "tool_result";
+                        /** @description The event ID. */
+                        id?: number;
+                        /** @description The retry time in milliseconds. */
+                        retry?: number;
+                    } | {
+                        data: components["schemas"]["StreamWaiting"];
+                        /**
+                         * @description The event name.
+                         * @constant
+                         */
+                        event: "waiting";
                         /** @description The event ID. */
                         id?: number;
                         /** @description The retry time in milliseconds. */

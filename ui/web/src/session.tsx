@@ -2,57 +2,12 @@
 // cards of what waits on a person, budget and charts.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, follow, problem, type DomainEvent, type FeedMessage, type QueuedMessage, type Schemas, type Session } from "./api";
-import { money, percent, statusLabel } from "./format";
-
-// One line of the activity, built from the live feed.
-type Entry =
-  | { kind: "text"; key: string; text: string; sub?: string }
-  | { kind: "tool"; key: string; name: string; input: Record<string, unknown>; result?: string; isError?: boolean; sub?: string }
-  | { kind: "activity"; key: string; type: string; summary: string; detail?: string; sub?: string }
-  | { kind: "event"; key: string; text: string };
+import { clock, countdown, ended, money, percent, statusLabel } from "./format";
+import { Timeline, apply, exportJSONL, type Entry } from "./timeline";
+import { ToolInput, parseInput } from "./toolinput";
 
 type Point = { at: number; cost: number; context: number };
-
-// The domain events worth a line in the activity; the rest show in the
-// page's state.
-function describeEvent(ev: DomainEvent): string | null {
-  switch (ev.type) {
-    case "agent_session_started":
-      return "Session started";
-    case "session_pause_requested":
-      return "Pausing…";
-    case "session_paused":
-      return "Paused";
-    case "session_resume_requested":
-      return "Resuming…";
-    case "session_resumed":
-      return "Resumed";
-    case "session_waiting_for_input":
-      return `Question: ${ev.data.questionContent}`;
-    case "session_input_received":
-      return "Answered";
-    case "message_enqueued":
-      return `Message queued (${ev.data.priority})`;
-    case "message_promoted_to_immediate":
-      return "Message promoted to Immediate";
-    case "message_delivered":
-      return "Message delivered";
-    case "agent_session_output_ready":
-      return `Output ready: ${ev.data.filesChanged} files changed, ${ev.data.testsAdded} tests added`;
-    case "session_budget_warning":
-      return `Budget warning: ${money(ev.data.spentUsd)} of ${money(ev.data.capUsd)}`;
-    case "session_handoff_initiated":
-      return `Handed off (chain ${ev.data.chainId.slice(0, 8)})`;
-    case "session_added_to_chain":
-      return `Continued by session ${ev.data.newSessionId.slice(0, 8)}`;
-    case "agent_session_approved":
-      return "Output approved";
-    case "agent_session_failed":
-      return `Failed: ${ev.data.failureReason}`;
-    default:
-      return null;
-  }
-}
+type Waiting = NonNullable<Session["waitingFor"]>;
 
 // The status a session is in right after these events: shown at once,
 // before the session is read again.
@@ -63,14 +18,28 @@ const statusAfter: Partial<Record<DomainEvent["type"], Session["status"]>> = {
   session_resumed: "Running",
 };
 
+// useNow is the clock, ticking every second while on is true: for the
+// countdowns.
+function useNow(on: boolean): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, [on]);
+  return now;
+}
+
 export function SessionPage({ id }: { id: string }) {
   const [session, setSession] = useState<Session | null>(null);
   const [queue, setQueue] = useState<QueuedMessage[]>([]);
   const [entries, setEntries] = useState<Entry[]>([]);
   const [drafts, setDrafts] = useState<Record<string, string>>({});
   const [points, setPoints] = useState<Point[]>([]);
-  const [error, setError] = useState("");
+  const [waiting, setWaiting] = useState<Waiting | null | undefined>(undefined);
+  const [error, setError] = useState<{ text: string; missing: boolean } | null>(null);
   const [changes, setChanges] = useState(0);
+  const feed = useRef<FeedMessage[]>([]);
 
   useEffect(() => {
     let stale = false;
@@ -80,8 +49,9 @@ export function SessionPage({ id }: { id: string }) {
         api.GET("/api/agents/sessions/{id}/messages/queue", { params: { path: { id } } }),
       ]);
       if (stale) return;
-      if (s.error) return setError(problem(s.error));
+      if (s.error) return setError({ text: problem(s.error), missing: s.response.status === 404 || s.response.status === 422 });
       setSession(s.data);
+      setWaiting(s.data.waitingFor ?? null);
       if (q.data) setQueue(q.data.pending);
     })();
     return () => {
@@ -92,12 +62,14 @@ export function SessionPage({ id }: { id: string }) {
   // The whole feed from its beginning, then live.
   useEffect(() => {
     let timer = 0;
+    feed.current = [];
+    setEntries([]);
     const refresh = () => {
       clearTimeout(timer);
       timer = setTimeout(() => setChanges((n) => n + 1), 100);
     };
     const on = (m: FeedMessage) => {
-      const key = String(m.id ?? Math.random());
+      if (m.event !== "ping" && m.event !== "text_delta") feed.current.push(m);
       switch (m.event) {
         case "text_delta":
           setDrafts((d) => ({ ...d, [m.data.messageId ?? ""]: (d[m.data.messageId ?? ""] ?? "") + m.data.text }));
@@ -108,20 +80,10 @@ export function SessionPage({ id }: { id: string }) {
             const { [done]: _, ...rest } = d;
             return rest;
           });
-          setEntries((es) => [...es, { kind: "text", key, text: m.data.text, sub: m.data.subAgentId }]);
-          return;
+          break;
         }
-        case "tool_call":
-          setEntries((es) => [...es, { kind: "tool", key: m.data.toolUseId, name: m.data.toolName, input: m.data.input, sub: m.data.subAgentId }]);
-          return;
-        case "tool_result": {
-          const { toolUseId, content, isError } = m.data;
-          setEntries((es) => es.map((e) => (e.kind === "tool" && e.key === toolUseId ? { ...e, result: content, isError } : e)));
-          return;
-        }
-        case "activity":
-          if (m.data.type === "StatusChange" || m.data.type === "MetricsUpdate") return;
-          setEntries((es) => [...es, { kind: "activity", key, type: m.data.type, summary: m.data.summary, detail: m.data.detail, sub: m.data.subAgentId }]);
+        case "waiting":
+          setWaiting(m.data.waitingFor ?? null);
           return;
         case "event": {
           const ev = m.data;
@@ -132,12 +94,11 @@ export function SessionPage({ id }: { id: string }) {
           }
           const status = statusAfter[ev.type];
           if (status && ev.aggregate === "session") setSession((s) => s && { ...s, status });
-          const text = describeEvent(ev);
-          if (text) setEntries((es) => [...es, { kind: "event", key, text }]);
           refresh();
-          return;
+          break;
         }
       }
+      setEntries((es) => apply(es, m));
     };
     const stop = follow(`/api/agents/sessions/${id}/stream`, on, true);
     return () => {
@@ -146,38 +107,71 @@ export function SessionPage({ id }: { id: string }) {
     };
   }, [id]);
 
-  if (error) return <p class="error">{error}</p>;
+  if (error)
+    return (
+      <section class="card missing" id="session-missing">
+        <h1>{error.missing ? "No such session" : "The session could not be read"}</h1>
+        <p class="muted">{error.missing ? `There is no session ${id} of yours.` : error.text}</p>
+        <a class="button" href="#/sessions">Back to the sessions</a>
+      </section>
+    );
   if (!session) return <p class="muted">Loading…</p>;
   const reload = () => setChanges((n) => n + 1);
+  const over = ended.includes(session.status);
   return (
     <section class="session" id="session-page">
+      <p class="crumbs"><a href="#/sessions">Sessions</a> / {session.id.slice(0, 8)}</p>
       <header class="row">
         <h1>{session.name || session.objective.slice(0, 60)}</h1>
         <span id="session-status" class={`status s-${session.status}`}>
           {statusLabel(session.status)}
         </span>
         {session.status === "Idle" && session.hasPendingReview && <span class="status s-review">Awaiting Review</span>}
+        <button class="secondary" id="export" onClick={() => exportJSONL(id, feed.current)}>Export JSONL</button>
       </header>
       <p class="objective">{session.objective}</p>
-      {session.chainId && (
-        <p>
-          Part of chain <a href={`#/chains/${session.chainId}`}>{session.chainId.slice(0, 8)}</a>
-        </p>
-      )}
-      <Controls session={session} onDone={reload} />
+      <p class="muted meta">
+        Created {new Date(session.createdAt).toLocaleString()} · session id <code>{session.id}</code>
+        {session.chainId && (
+          <>
+            {" "}· part of chain <a href={`#/chains/${session.chainId}`}>{session.chainId.slice(0, 8)}</a>
+          </>
+        )}
+      </p>
+      {waiting && <WaitingLine waiting={waiting} />}
+      {!over && <Controls session={session} onDone={reload} />}
       <div class="columns">
         <div class="main-col">
           <Cards session={session} onDone={reload} />
-          <Activity entries={entries} drafts={drafts} />
-          <Composer id={id} onDone={reload} />
+          <Timeline entries={entries} drafts={drafts} />
+          {!over && session.status !== "Failed" && <Composer id={id} onDone={reload} />}
         </div>
         <aside>
-          <Budget session={session} onDone={reload} />
+          <Budget session={session} onDone={reload} over={over} />
           <Charts points={points} />
-          <Queue id={id} queue={queue} onDone={reload} />
+          {!over && <Queue id={id} queue={queue} onDone={reload} />}
         </aside>
       </div>
     </section>
+  );
+}
+
+// waitingWords says each kind of wait in words, before its detail.
+const waitingWords: Record<Waiting["kind"], string> = {
+  Runner: "a runner:", Model: "the model:", ToolCall: "tool call", SafePoint: "a safe point:", Permission: "your allow or deny of",
+  Answer: "your answer to", PlanDecision: "your decision on the plan", Resume: "", Review: "", Message: "",
+};
+
+// WaitingLine says what the session waits for, since when, and how long
+// until it stops waiting by itself.
+function WaitingLine({ waiting }: { waiting: Waiting }) {
+  const now = useNow(!!waiting.deadline);
+  return (
+    <p class="waiting" id="waiting" data-kind={waiting.kind}>
+      Waiting for {waitingWords[waiting.kind]} {waiting.detail}
+      {waiting.since && <> · since {clock(waiting.since)}</>}
+      {waiting.deadline && <> · {countdown(waiting.deadline, now)} left</>}
+    </p>
   );
 }
 
@@ -228,12 +222,15 @@ function Cards({ session, onDone }: { session: Session; onDone: () => void }) {
   const q = session.pendingQuestion;
   const perm = session.pendingPermission;
   const plan = session.plan;
+  const now = useNow(!!perm || !!q);
+  const reported = session.output ? reportedOutput(session.output) : [];
   return (
     <>
       {q && session.status === "WaitingForInput" && (
         <div class="card ask" id="question">
           <h3>Question</h3>
           <p>{q.content}</p>
+          <p class="muted countdown">Waits {countdown(q.expiresAt, now)} more (until {clock(q.expiresAt)})</p>
           <div class="options">
             {(q.options ?? []).map((o) => (
               <button class="option" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/answer", { ...path, body: { answer: o } }))}>
@@ -252,10 +249,14 @@ function Cards({ session, onDone }: { session: Session; onDone: () => void }) {
           </form>
         </div>
       )}
-      {perm && (
+      {perm && session.status === "WaitingForApproval" && (
         <div class="card ask" id="permission">
           <h3>Allow {perm.toolName}?</h3>
-          <pre>{perm.input}</pre>
+          <ToolInput input={parseInput(perm.input)} />
+          <p class="countdown" id="permission-countdown">
+            {session.toolApproval.onTimeout === "Allow" ? "Allowed" : session.toolApproval.onTimeout === "Fail" ? "The session fails" : "Denied"} automatically in{" "}
+            {countdown(perm.expiresAt, now)} (at {clock(perm.expiresAt)})
+          </p>
           <input placeholder="Message to the agent (optional)" value={text} onInput={(e) => setText(e.currentTarget.value)} />
           <button disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/permissions/{requestId}/allow", { params: { path: { id: session.id, requestId: perm.requestId } }, body: { message: text || undefined } }))}>
             Allow
@@ -265,7 +266,7 @@ function Cards({ session, onDone }: { session: Session; onDone: () => void }) {
           </button>
         </div>
       )}
-      {plan && plan.requiresApproval && plan.status === "PendingApproval" && (
+      {plan && plan.requiresApproval && plan.status === "PendingApproval" && session.status === "WaitingForApproval" && (
         <div class="card ask" id="plan">
           <h3>Plan v{plan.version}</h3>
           <pre>{plan.content}</pre>
@@ -273,74 +274,44 @@ function Cards({ session, onDone }: { session: Session; onDone: () => void }) {
           <button disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/plan/approve", path))}>
             Approve plan
           </button>
-          <button class="danger" disabled={busy || !text.trim()} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/plan/reject", { ...path, body: { feedback: text } }))}>
+          <button class="danger" id="reject-plan" disabled={busy || !text.trim()} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/plan/reject", { ...path, body: { feedback: text } }))}>
             Reject plan
           </button>
         </div>
       )}
-      {session.hasPendingReview && (
+      {session.hasPendingReview && session.status === "Idle" && (
         <div class="card ask" id="review">
           <h3>Output to review</h3>
-          {session.output && (
-            <p>
-              {session.output.filesChanged} files changed, {session.output.testsAdded} tests added,{" "}
-              {session.output.allTestsPassing ? "all tests passing" : "tests failing"}
-              {session.output.commitSha && <> · commit <code>{session.output.commitSha}</code></>}
-            </p>
-          )}
+          {reported.length > 0 && <p id="reported">{reported.join(", ")}</p>}
           <input placeholder="Reason or instruction (for reject or retry)" value={text} onInput={(e) => setText(e.currentTarget.value)} />
-          <button id="approve" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/approve", path))}>
-            Approve
-          </button>
-          <button disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/reject", { ...path, body: { reason: text || undefined } }))}>
-            Reject
-          </button>
-          <button disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/retry", { ...path, body: { additionalInstruction: text || undefined } }))}>
+          <div class="actions">
+            <button id="approve" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/approve", path))}>
+              Approve
+            </button>
+            <button id="reject" class="danger" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/reject", { ...path, body: { reason: text || undefined } }))}>
+              Reject
+            </button>
+            <button id="retry" class="secondary" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/retry", { ...path, body: { additionalInstruction: text || undefined } }))}>
+              Retry
+            </button>
+            <button id="close" class="secondary" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/close", path))}>
+              Close
+            </button>
+          </div>
+        </div>
+      )}
+      {session.status === "Failed" && (
+        <div class="card" id="failed">
+          <h3>Failed{session.failure ? `: ${session.failure.reason}` : ""}</h3>
+          {session.failure?.message && <p>{session.failure.message}</p>}
+          <input placeholder="An instruction for the new attempt (optional)" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+          <button id="retry-failed" disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/retry", { ...path, body: { additionalInstruction: text || undefined } }))}>
             Retry
-          </button>
-          <button disabled={busy} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/close", path))}>
-            Close
           </button>
         </div>
       )}
       {error && <p class="error">{error}</p>}
     </>
-  );
-}
-
-function Activity({ entries, drafts }: { entries: Entry[]; drafts: Record<string, string> }) {
-  const end = useRef<HTMLDivElement>(null);
-  useEffect(() => end.current?.scrollIntoView({ block: "nearest" }), [entries.length, drafts]);
-  return (
-    <div class="activity" id="activity">
-      {entries.map((e) => {
-        const sub = "sub" in e && e.sub ? <span class="sub">subagent {e.sub.slice(0, 8)}</span> : null;
-        switch (e.kind) {
-          case "text":
-            return <div class="item text" key={e.key}>{sub}{e.text}</div>;
-          case "tool":
-            return (
-              <details class={`item tool${e.isError ? " failed" : ""}`} key={e.key} open={e.result === undefined}>
-                <summary>
-                  {sub}
-                  <b>{e.name}</b> {String(e.input["command"] ?? e.input["file_path"] ?? e.input["description"] ?? "")}
-                  {e.result === undefined ? " …" : e.isError ? " ✗" : " ✓"}
-                </summary>
-                <pre>{JSON.stringify(e.input, null, 2)}</pre>
-                {e.result !== undefined && <pre class="result">{e.result}</pre>}
-              </details>
-            );
-          case "activity":
-            return <div class="item note" key={e.key}>{sub}<i>{e.type}</i> {e.summary}</div>;
-          case "event":
-            return <div class="item event" key={e.key}>{e.text}</div>;
-        }
-      })}
-      {Object.entries(drafts).map(([k, text]) => (
-        <div class="item text draft" key={`draft-${k}`}>{text}▍</div>
-      ))}
-      <div ref={end} />
-    </div>
   );
 }
 
@@ -405,7 +376,18 @@ function Queue({ id, queue, onDone }: { id: string; queue: QueuedMessage[]; onDo
   );
 }
 
-function Budget({ session, onDone }: { session: Session; onDone: () => void }) {
+// reportedOutput is what the agent reported of its output, and only
+// that: counts of nothing and a test result nobody ran are not news.
+function reportedOutput(o: Schemas["Output"]): string[] {
+  const out: string[] = [];
+  if (o.filesChanged > 0) out.push(`${o.filesChanged} file${o.filesChanged === 1 ? "" : "s"} changed`);
+  if (o.testsAdded > 0) out.push(`${o.testsAdded} test${o.testsAdded === 1 ? "" : "s"} added`);
+  if (o.allTestsPassing) out.push("all tests passing");
+  if (o.commitSha) out.push(`commit ${o.commitSha.slice(0, 12)}`);
+  return out;
+}
+
+function Budget({ session, onDone, over }: { session: Session; onDone: () => void; over: boolean }) {
   const { error, busy, run } = useAction(onDone);
   const b: Schemas["SessionBudget"] = session.budget;
   const [cap, setCap] = useState("");
@@ -419,16 +401,18 @@ function Budget({ session, onDone }: { session: Session; onDone: () => void }) {
       <p>
         {money(b.estimatedCostUsd)} of {money(b.hardCapUsd)} ({percent(b.percentUsed)}) · context {percent(session.metrics.contextWindowUsagePercent)} · {session.metrics.turnCount} turns
       </p>
-      <form
-        class="row"
-        onSubmit={(e) => {
-          e.preventDefault();
-          run(() => api.POST("/api/agents/sessions/{id}/budget", { params: { path: { id: session.id } }, body: { hardCapUsd: Number(cap) } }));
-        }}
-      >
-        <input type="number" step="0.5" min="0" placeholder="New cap $" value={cap} onInput={(e) => setCap(e.currentTarget.value)} />
-        <button disabled={busy || !cap}>Raise cap</button>
-      </form>
+      {!over && (
+        <form
+          class="row"
+          onSubmit={(e) => {
+            e.preventDefault();
+            run(() => api.POST("/api/agents/sessions/{id}/budget", { params: { path: { id: session.id } }, body: { hardCapUsd: Number(cap) } }));
+          }}
+        >
+          <input type="number" step="0.5" min="0" placeholder="New cap $" value={cap} onInput={(e) => setCap(e.currentTarget.value)} />
+          <button class="secondary" disabled={busy || !cap}>Raise cap</button>
+        </form>
+      )}
       {error && <p class="error">{error}</p>}
     </div>
   );
