@@ -4,10 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
@@ -112,69 +107,4 @@ func (f *fixture) event(t *testing.T, session uuid.UUID, e domain.Event) string 
 	_, err = bus.PublishMsg(ctx, f.js, m)
 	require.NoError(t, err)
 	return env.ID
-}
-
-// received is one request a receiver got.
-type received struct {
-	header http.Header
-	body   []byte
-	status int
-}
-
-// receiver is a webhook endpoint on loopback that records every request
-// and answers with answer's status (200 when nil).
-type receiver struct {
-	*httptest.Server
-	mu     sync.Mutex
-	got    []received
-	answer func(n int) int
-}
-
-func newReceiver(t *testing.T, answer func(n int) int) *receiver {
-	r := &receiver{answer: answer}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		status := http.StatusOK
-		if r.answer != nil {
-			status = r.answer(len(r.got))
-		}
-		r.got = append(r.got, received{header: req.Header.Clone(), body: body, status: status})
-		r.mu.Unlock()
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte("ok from the receiver"))
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-// requests returns what the receiver got so far.
-func (r *receiver) requests() []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]received(nil), r.got...)
-}
-
-// accepted returns the ids of the requests the receiver answered 2xx, in
-// the order it got them, each once (a receiver dedupes on webhook-id).
-func (r *receiver) accepted() []string {
-	var ids []string
-	seen := map[string]bool{}
-	for _, g := range r.requests() {
-		id := g.header.Get(webhooks.HeaderID)
-		if g.status/100 == 2 && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
-// verify checks a request's signature with secret, as a receiver does
-// with the Standard Webhooks library.
-func verify(t *testing.T, g received, secret string) error {
-	t.Helper()
-	wh, err := standardwebhooks.NewWebhook(secret)
-	require.NoError(t, err)
-	return wh.Verify(g.body, g.header)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/webhooks"
+	"github.com/agentbus/agentbus/internal/webhooktest"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/queries"
 )
@@ -27,26 +28,26 @@ func TestDeliversTheSubscribedEventsSignedAndInOrder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{AllowPrivate: true, LinkBase: "https://bus.example"}))
-	rcv := newReceiver(t, nil)
+	rcv := webhooktest.New(t, nil)
 	_, secret := f.webhook(t, rcv.URL, waiting.EventType(), failed.EventType())
 	s := f.session(t)
 	want := []string{f.event(t, s, waiting)}
 	f.event(t, s, metrics) // not subscribed
 	want = append(want, f.event(t, s, waiting), f.event(t, s, failed))
 
-	require.Eventually(t, func() bool { return len(rcv.accepted()) >= len(want) }, wait, 10*time.Millisecond)
-	assert.Equal(t, want, rcv.accepted(), "exactly the subscribed events, in order")
-	for _, g := range rcv.requests() {
-		require.NoError(t, verify(t, g, secret), "the Standard Webhooks signature verifies")
+	require.Eventually(t, func() bool { return len(rcv.AcceptedIDs()) >= len(want) }, wait, 10*time.Millisecond)
+	assert.Equal(t, want, rcv.AcceptedIDs(), "exactly the subscribed events, in order")
+	for _, g := range rcv.Requests() {
+		require.NoError(t, g.Verify(secret), "the Standard Webhooks signature verifies")
 		var p webhooks.Payload
-		require.NoError(t, json.Unmarshal(g.body, &p))
-		assert.Equal(t, g.header.Get(webhooks.HeaderID), p.Data.EventID)
+		require.NoError(t, json.Unmarshal(g.Body, &p))
+		assert.Equal(t, g.Header.Get(webhooks.HeaderID), p.Data.EventID)
 		assert.Equal(t, s.String(), p.Data.SessionID)
 		assert.Equal(t, "https://bus.example/api/agents/sessions/"+s.String(), p.Data.URL)
 		assert.NotEmpty(t, p.Data.Status)
 		assert.Contains(t, []string{waiting.EventType(), failed.EventType()}, p.Type)
 	}
-	assert.Error(t, verify(t, rcv.requests()[0], "whsec_"+strings.Repeat("A", 43)+"="), "another secret does not verify")
+	assert.Error(t, rcv.Requests()[0].Verify("whsec_"+strings.Repeat("A", 43)+"="), "another secret does not verify")
 }
 
 func TestAReceiverDownForAWhileGetsEveryEventAfterRetries(t *testing.T) {
@@ -54,7 +55,7 @@ func TestAReceiverDownForAWhileGetsEveryEventAfterRetries(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{AllowPrivate: true}))
 	// Down (503) for its first 12 requests, whichever they are, then up.
-	rcv := newReceiver(t, func(n int) int {
+	rcv := webhooktest.New(t, func(n int) int {
 		if n < 12 {
 			return http.StatusServiceUnavailable
 		}
@@ -67,13 +68,13 @@ func TestAReceiverDownForAWhileGetsEveryEventAfterRetries(t *testing.T) {
 		wantA = append(wantA, f.event(t, a, waiting))
 		wantB = append(wantB, f.event(t, b, waiting))
 	}
-	require.Eventually(t, func() bool { return len(rcv.accepted()) == 10 }, wait, 10*time.Millisecond)
-	assert.Greater(t, len(rcv.requests()), 10, "some were retried")
+	require.Eventually(t, func() bool { return len(rcv.AcceptedIDs()) == 10 }, wait, 10*time.Millisecond)
+	assert.Greater(t, len(rcv.Requests()), 10, "some were retried")
 	got := map[string][]string{}
-	for _, g := range rcv.requests() {
-		if g.status == http.StatusOK {
+	for _, g := range rcv.Requests() {
+		if g.Status == http.StatusOK {
 			var p webhooks.Payload
-			require.NoError(t, json.Unmarshal(g.body, &p))
+			require.NoError(t, json.Unmarshal(g.Body, &p))
 			got[p.Data.SessionID] = append(got[p.Data.SessionID], p.Data.EventID)
 		}
 	}
@@ -96,9 +97,9 @@ func TestAHangingReceiverDoesNotDelayAnotherEndpoint(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{AllowPrivate: true, AttemptTimeout: 5 * time.Minute}))
 	release := make(chan struct{})
-	hanging := newReceiver(t, func(int) int { <-release; return http.StatusOK })
+	hanging := webhooktest.New(t, func(int) int { <-release; return http.StatusOK })
 	t.Cleanup(func() { close(release) })
-	healthy := newReceiver(t, nil)
+	healthy := webhooktest.New(t, nil)
 	f.webhook(t, hanging.URL)
 	f.webhook(t, healthy.URL)
 	s, other := f.session(t), f.session(t)
@@ -106,19 +107,17 @@ func TestAHangingReceiverDoesNotDelayAnotherEndpoint(t *testing.T) {
 	for range 3 {
 		want = append(want, f.event(t, s, waiting), f.event(t, other, waiting))
 	}
-	require.Eventually(t, func() bool { return len(healthy.accepted()) == len(want) }, wait, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(healthy.AcceptedIDs()) == len(want) }, wait, 10*time.Millisecond,
 		"the healthy endpoint gets every event while the other hangs")
-	assert.ElementsMatch(t, want, healthy.accepted())
-	hanging.mu.Lock()
-	defer hanging.mu.Unlock()
-	assert.Empty(t, hanging.got, "the hanging receiver has answered nothing yet")
+	assert.ElementsMatch(t, want, healthy.AcceptedIDs())
+	assert.Empty(t, hanging.Requests(), "the hanging receiver has answered nothing yet")
 }
 
 func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{AllowPrivate: true}))
-	rcv := newReceiver(t, nil)
+	rcv := webhooktest.New(t, nil)
 	hook, old := f.webhook(t, rcv.URL)
 	s := f.session(t)
 	ctx := context.Background()
@@ -128,28 +127,28 @@ func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	f.event(t, s, waiting)
-	require.Eventually(t, func() bool { return len(rcv.accepted()) == 1 }, wait, 10*time.Millisecond)
-	g := rcv.requests()[0]
-	assert.Len(t, strings.Fields(g.header.Get(webhooks.HeaderSignature)), 2, "two signatures, space-separated")
-	assert.NoError(t, verify(t, g, old), "the old secret verifies during the grace")
-	assert.NoError(t, verify(t, g, rotated), "the new one too")
+	require.Eventually(t, func() bool { return len(rcv.AcceptedIDs()) == 1 }, wait, 10*time.Millisecond)
+	g := rcv.Requests()[0]
+	assert.Len(t, strings.Fields(g.Header.Get(webhooks.HeaderSignature)), 2, "two signatures, space-separated")
+	assert.NoError(t, g.Verify(old), "the old secret verifies during the grace")
+	assert.NoError(t, g.Verify(rotated), "the new one too")
 
 	newest := domain.NewWebhookSecret([]byte(strings.Repeat("k", domain.WebhookSecretBytes)))
 	_, err = postgres.RotateWebhookSecret(ctx, f.db, f.owner, hook, newest, time.Now().Add(-time.Second), time.Now())
 	require.NoError(t, err)
 	f.event(t, s, failed)
-	require.Eventually(t, func() bool { return len(rcv.accepted()) == 2 }, wait, 10*time.Millisecond)
-	g = rcv.requests()[1]
-	assert.Len(t, strings.Fields(g.header.Get(webhooks.HeaderSignature)), 1, "the grace is over")
-	assert.NoError(t, verify(t, g, newest))
-	assert.Error(t, verify(t, g, rotated), "the replaced secret no longer verifies")
+	require.Eventually(t, func() bool { return len(rcv.AcceptedIDs()) == 2 }, wait, 10*time.Millisecond)
+	g = rcv.Requests()[1]
+	assert.Len(t, strings.Fields(g.Header.Get(webhooks.HeaderSignature)), 1, "the grace is over")
+	assert.NoError(t, g.Verify(newest))
+	assert.Error(t, g.Verify(rotated), "the replaced secret no longer verifies")
 }
 
 func TestAPrivateDestinationIsRefusedAtDeliveryWithoutTheOperatorsSetting(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{RetrySchedule: []time.Duration{time.Hour}}))
-	rcv := newReceiver(t, nil)
+	rcv := webhooktest.New(t, nil)
 	hook, _ := f.webhook(t, rcv.URL) // stored as it is: the check at creation is the API's
 	f.event(t, f.session(t), waiting)
 	store := queries.New(f.db, domain.SessionPool{})
@@ -161,7 +160,7 @@ func TestAPrivateDestinationIsRefusedAtDeliveryWithoutTheOperatorsSetting(t *tes
 	require.NoError(t, err)
 	assert.Contains(t, *log[0].LastError, "destination refused")
 	assert.Equal(t, postgres.DeliveryPending, log[0].Status, "retried later, per the schedule")
-	assert.Empty(t, rcv.requests(), "nothing reached the private address")
+	assert.Empty(t, rcv.Requests(), "nothing reached the private address")
 }
 
 func TestDeliveriesThatFailInARowDisableTheirWebhook(t *testing.T) {
@@ -169,7 +168,7 @@ func TestDeliveriesThatFailInARowDisableTheirWebhook(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, quick(webhooks.Config{AllowPrivate: true, DisableAfter: 2,
 		RetrySchedule: []time.Duration{10 * time.Millisecond}}))
-	rcv := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	rcv := webhooktest.New(t, func(int) int { return http.StatusInternalServerError })
 	hook, _ := f.webhook(t, rcv.URL)
 	s := f.session(t)
 	f.event(t, s, waiting)
@@ -187,5 +186,5 @@ func TestDeliveriesThatFailInARowDisableTheirWebhook(t *testing.T) {
 	log, err := store.WebhookDeliveries(context.Background(), f.owner, hook, postgres.DeliveryFailed, 10)
 	require.NoError(t, err)
 	assert.Len(t, log, 2, "each failed after its attempt and its one retry")
-	assert.Len(t, rcv.requests(), 4)
+	assert.Len(t, rcv.Requests(), 4)
 }
