@@ -139,3 +139,6 @@ func TestWebhooksDeliverASessionsEventsThroughUp(t *testing.T) {
 	assert.NoError(t, g.Verify(hook.Secret), "the replaced secret during the grace")
 	assert.NoError(t, g.Verify(rotated.Secret), "the new secret")
 }
+
+// allSessionEvents is every event type a webhook may subscribe to.
+func allSessionEvents() []string { return domain.WebhookEventTypes() }

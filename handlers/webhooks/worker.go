@@ -42,12 +42,16 @@ func New(cfg Config) (*Worker, error) {
 func (w *Worker) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		// One session's events are enqueued one after the other, in stream
-		// order, and a failing one is retried before those behind it: its
-		// deliveries then reach each endpoint in that order.
+		// The events are enqueued one at a time, in stream order: the
+		// consumer lets one event be unacknowledged at a time
+		// (max_ack_pending 1), so after a crash the event in hand is
+		// redelivered before any later one is delivered, and a session's
+		// deliveries are stored, and so sent, in its order. A consumer
+		// with more in flight would hand a new worker later events before
+		// the ack wait of the dead one's ran out.
 		return bus.Run(ctx, w.cfg.JS, bus.RunnerConfig{
 			Stream: bus.StreamEvents, Consumer: Consumer, Handler: w.enqueue,
-			Concurrency: 4, OrderKey: sessionKey, RetryInOrder: true,
+			Concurrency: 1, OrderKey: sessionKey, RetryInOrder: true, MaxAckPending: 1,
 			FilterSubjects: []string{FilterSubject},
 		})
 	})
