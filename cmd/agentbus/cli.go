@@ -11,6 +11,11 @@ import (
 func init() {
 	commands["sessions"] = command{"list, start, steer, watch and control your sessions (sessions help)", runSessions}
 	commands["pool"] = command{"show your session pool, or size it: pool [--max N]", runPoolCommand}
+	commands["webhooks"] = command{"your webhooks and their delivery logs (webhooks help)", runWebhooksCommand}
+}
+
+func runWebhooksCommand(ctx context.Context, args []string) error {
+	return cli.Webhooks(ctx, args, os.Stdout, os.Stderr)
 }
 
 func runSessions(ctx context.Context, args []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -142,3 +143,39 @@ func TestWebhooksDeliverASessionsEventsThroughUp(t *testing.T) {
 
 // allSessionEvents is every event type a webhook may subscribe to.
 func allSessionEvents() []string { return domain.WebhookEventTypes() }
+
+// TestWebhooksCLI runs each `agentbus webhooks` subcommand against up.
+func TestWebhooksCLI(t *testing.T) {
+	quickWebhooks(t)
+	bin := buildAgentbus(t)
+	u := startUpWithRuntime(t)
+	c := &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token}
+	rcv := webhooktest.New(t, nil)
+
+	created := c.must("webhooks", "create", rcv.URL, "--event", domain.AgentSessionFailedEvent{}.EventType(), "--description", "alerts")
+	require.Regexp(t, `(?m)^ID\s+[0-9a-f-]{36}\n`, created)
+	require.Regexp(t, `(?m)^Secret\s+whsec_`, created)
+	id := strings.Fields(strings.Split(created, "\n")[0])[1]
+	secret := strings.Fields(strings.Split(created, "\n")[1])[1]
+	assert.Regexp(t, `(?m)^`+id+`\s+`+regexp.QuoteMeta(rcv.URL)+`\s+agent_session_failed\s+yes\s+0\s`, c.must("webhooks", "ls"))
+	assert.Contains(t, c.must("webhooks", "show", id), "agent_session_failed")
+
+	test := strings.Fields(c.must("webhooks", "test", id))
+	require.Len(t, test, 2)
+	assert.Equal(t, "pending", test[1])
+	require.Eventually(t, func() bool { return len(rcv.Accepted()) == 1 }, wait, 20*time.Millisecond)
+	assert.NoError(t, rcv.Accepted()[0].Verify(secret))
+	assert.Regexp(t, `(?m)^`+test[0]+`\s+webhook_test\s+delivered\s+1\s+200\s`, c.must("webhooks", "deliveries", id))
+	assert.Contains(t, c.must("webhooks", "redeliver", id, test[0]), test[0]+" pending")
+	require.Eventually(t, func() bool { return len(rcv.Requests()) == 2 }, wait, 20*time.Millisecond)
+
+	rotated := c.must("webhooks", "rotate", id, "--grace", "1h")
+	assert.Regexp(t, `(?m)^Old secret until\s`, rotated)
+	assert.Regexp(t, `(?m)^Secret\s+whsec_`, rotated)
+	assert.Regexp(t, `(?m)^Enabled\s+no$`, c.must("webhooks", "disable", id))
+	c.fails(4, "disabled", "webhooks", "test", id)
+	c.fails(5, "cloud metadata", "webhooks", "create", "http://169.254.169.254/latest")
+	c.fails(2, "want 2 arguments", "webhooks", "redeliver", id)
+	assert.Contains(t, c.must("webhooks", "rm", id), id+" deleted")
+	c.fails(3, "not found", "webhooks", "show", id)
+}
