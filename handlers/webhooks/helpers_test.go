@@ -48,7 +48,7 @@ func quick(cfg webhooks.Config) webhooks.Config {
 	return cfg
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	_, js, _ := bustest.Server(t)
 	return &fixture{db: testenv.Postgres(t), js: js, owner: uuid.New()}
@@ -56,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 
 // run starts the worker with cfg (its DB and JS filled in) until the
 // test ends.
-func (f *fixture) run(t *testing.T, cfg webhooks.Config) {
+func (f *fixture) run(t testing.TB, cfg webhooks.Config) {
 	t.Helper()
 	cfg.DB, cfg.JS = f.db, f.js
 	w, err := webhooks.New(cfg)
@@ -68,7 +68,7 @@ func (f *fixture) run(t *testing.T, cfg webhooks.Config) {
 }
 
 // session stores a session of the fixture's owner.
-func (f *fixture) session(t *testing.T) uuid.UUID {
+func (f *fixture) session(t testing.TB) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	s, err := domain.NewAgentSession(domain.NewSessionParams{
@@ -83,7 +83,7 @@ func (f *fixture) session(t *testing.T) uuid.UUID {
 
 // webhook creates a webhook of the owner posting to url and returns its
 // id and secret.
-func (f *fixture) webhook(t *testing.T, url string, types ...string) (uuid.UUID, string) {
+func (f *fixture) webhook(t testing.TB, url string, types ...string) (uuid.UUID, string) {
 	t.Helper()
 	key := make([]byte, domain.WebhookSecretBytes)
 	_, _ = rand.Read(key)
@@ -95,7 +95,7 @@ func (f *fixture) webhook(t *testing.T, url string, types ...string) (uuid.UUID,
 
 // event publishes an event of the session on AGENTS_EVENTS and returns
 // its id.
-func (f *fixture) event(t *testing.T, session uuid.UUID, e domain.Event) string {
+func (f *fixture) event(t testing.TB, session uuid.UUID, e domain.Event) string {
 	t.Helper()
 	data, err := json.Marshal(e)
 	require.NoError(t, err)
