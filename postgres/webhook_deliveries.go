@@ -80,12 +80,16 @@ func sendBatch(ctx context.Context, db WebhookDB, batch *pgx.Batch) error {
 }
 
 // RedeliverWebhookDelivery makes the owner's delivery due again at now,
-// whatever its outcome was; found is false when the owner has no such
-// delivery on that webhook.
+// whatever its outcome was, and wakes the dispatcher; found is false when
+// the owner has no such delivery on that webhook.
 func RedeliverWebhookDelivery(ctx context.Context, db WebhookDB, owner, webhookID, id uuid.UUID, now time.Time) (found bool, err error) {
 	tag, err := db.Exec(ctx, `UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $4,
 		attempts = 0, delivered_at = NULL
 		FROM webhooks w
 		WHERE d.id = $3 AND d.webhook_id = $2 AND w.id = d.webhook_id AND w.owner_id = $1`, owner, webhookID, id, now)
-	return tag.RowsAffected() == 1, err
+	if err != nil || tag.RowsAffected() != 1 {
+		return false, err
+	}
+	_, err = db.Exec(ctx, "SELECT pg_notify($1, '')", WebhookDeliveriesChannel)
+	return true, err
 }
