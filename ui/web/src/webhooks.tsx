@@ -16,7 +16,7 @@ export function Webhooks() {
     <section>
       <h1>Webhooks</h1>
       {error && <p class="error">{error}</p>}
-      <table>
+      <table id="webhooks">
         <thead>
           <tr><th>URL</th><th>Events</th><th>Enabled</th><th>Failures in a row</th><th>Created</th></tr>
         </thead>
@@ -68,10 +68,10 @@ export function WebhookPage({ id }: { id: string }) {
       </p>
       {error && <p class="error">{error}</p>}
       <p>
-        <button onClick={() => act(api.POST("/api/agents/webhooks/{id}/test", { params: { path: { id } } }))}>Send test event</button>{" "}
-        <button onClick={load}>Refresh</button>
+        <button id="send-test" onClick={() => act(api.POST("/api/agents/webhooks/{id}/test", { params: { path: { id } } }))}>Send test event</button>{" "}
+        <button id="refresh" onClick={load}>Refresh</button>
       </p>
-      <table>
+      <table id="deliveries">
         <thead>
           <tr><th>Event</th><th>Status</th><th>Attempts</th><th>Code</th><th>Latency</th><th>Next retry</th><th>Answer</th><th></th></tr>
         </thead>
