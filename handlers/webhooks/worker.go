@@ -67,8 +67,8 @@ const FilterSubject = "agents.evt.session.>"
 // receiver; it belongs to no session.
 func TestDelivery(webhook uuid.UUID, now time.Time) (postgres.NewDelivery, error) {
 	id := uuid.NewString()
-	body, err := jsonMarshal(Payload{Type: testEventType, Timestamp: now.UTC(), Data: EventData{EventID: id, Event: []byte(`{}`)}})
-	return postgres.NewDelivery{ID: DeliveryID(webhook, id), WebhookID: webhook, EventID: id, EventType: testEventType,
+	body, err := json.Marshal(Payload{Type: domain.WebhookTestEventType, Timestamp: now.UTC(), Data: EventData{EventID: id, Event: []byte(`{}`)}})
+	return postgres.NewDelivery{ID: DeliveryID(webhook, id), WebhookID: webhook, EventID: id, EventType: domain.WebhookTestEventType,
 		Body: body, EnqueuedAt: now}, err
 }
 
@@ -79,8 +79,3 @@ func sessionKey(m jetstream.Msg) string {
 	}
 	return m.Subject()
 }
-
-// testEventType is the type of a test delivery.
-const testEventType = domain.WebhookTestEventType
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
