@@ -110,9 +110,13 @@ func TestWebhooksDeliverASessionsEventsThroughUp(t *testing.T) {
 	assert.Empty(t, hanging.Requests(), "the hanging receiver has answered nothing")
 
 	// The delivery log, and a redelivery of the approval with its id.
+	// The worker records an outcome just after the receiver answered.
 	var log api.WebhookDeliveryList
-	u.Must(http.MethodGet, "/api/agents/webhooks/"+hook.ID.String()+"/deliveries", nil, &log)
-	require.Len(t, log.Deliveries, len(want))
+	require.Eventually(t, func() bool {
+		u.Must(http.MethodGet, "/api/agents/webhooks/"+hook.ID.String()+"/deliveries", nil, &log)
+		return len(log.Deliveries) == len(want) && !slices.ContainsFunc(log.Deliveries,
+			func(d api.WebhookDelivery) bool { return d.Status != "delivered" })
+	}, wait, 20*time.Millisecond, "every delivery recorded as delivered")
 	approval := log.Deliveries[0]
 	assert.Equal(t, domain.AgentSessionApprovedEvent{}.EventType(), approval.EventType, "newest first")
 	assert.Equal(t, "delivered", approval.Status)
@@ -165,7 +169,9 @@ func TestWebhooksCLI(t *testing.T) {
 	assert.Equal(t, "pending", test[1])
 	require.Eventually(t, func() bool { return len(rcv.Accepted()) == 1 }, wait, 20*time.Millisecond)
 	assert.NoError(t, rcv.Accepted()[0].Verify(secret))
-	assert.Regexp(t, `(?m)^`+test[0]+`\s+webhook_test\s+delivered\s+1\s+200\s`, c.must("webhooks", "deliveries", id))
+	require.Eventually(t, func() bool {
+		return regexp.MustCompile(`(?m)^` + test[0] + `\s+webhook_test\s+delivered\s+1\s+200\s`).MatchString(c.must("webhooks", "deliveries", id))
+	}, wait, 50*time.Millisecond, "the delivery log shows the test event delivered")
 	assert.Contains(t, c.must("webhooks", "redeliver", id, test[0]), test[0]+" pending")
 	require.Eventually(t, func() bool { return len(rcv.Requests()) == 2 }, wait, 20*time.Millisecond)
 

@@ -81,7 +81,12 @@ func TestAReceiverDownForAWhileGetsEveryEventAfterRetries(t *testing.T) {
 	assert.Equal(t, wantA, got[a.String()], "each session's events arrive once, in order")
 	assert.Equal(t, wantB, got[b.String()])
 
+	// The worker records each outcome just after the receiver answered.
 	store := queries.New(f.db, domain.SessionPool{})
+	require.Eventually(t, func() bool {
+		done, err := store.WebhookDeliveries(context.Background(), f.owner, hook, postgres.DeliveryDelivered, 100)
+		return err == nil && len(done) == 10
+	}, wait, 10*time.Millisecond)
 	log, err := store.WebhookDeliveries(context.Background(), f.owner, hook, "", 100)
 	require.NoError(t, err)
 	require.Len(t, log, 10)
