@@ -17,7 +17,7 @@ import (
 // own service in compose.yaml.
 var longRunning = []string{"api", "relay", "worker-commands", "worker-outbox", "worker-acl", "worker-transcript",
 	"worker-sidecar-dispatch", "worker-pool", "worker-delivery", "worker-handoff", "worker-notify", "worker-timeouts",
-	"worker-autocontinue", "worker-consolidate", "worker-runtime"}
+	"worker-autocontinue", "worker-consolidate", "worker-runtime", "worker-webhooks"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()

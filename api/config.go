@@ -62,6 +62,12 @@ type Config struct {
 	// cloud metadata and link-local addresses are refused regardless.
 	MCPAllowPrivate bool
 
+	// WebhookAllowPrivate lets webhooks post to loopback and private
+	// addresses, over http too (AGENTBUS_WEBHOOK_ALLOW_PRIVATE=1: tests, a
+	// local setup); cloud metadata and link-local addresses are refused
+	// regardless, and https is required otherwise.
+	WebhookAllowPrivate bool
+
 	// Workspace is the root of the sessions' working directories: each
 	// owner's sessions work under <Workspace>/<owner id>/. Required.
 	Workspace workspace.Root

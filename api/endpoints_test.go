@@ -88,7 +88,7 @@ var knownMissing = []string{}
 // beyondSeed are endpoints served besides section 8.9: tool
 // permissions, the budget, the pool's size (SessionPoolConfig), a
 // session's composed configuration, and the live streams (SSE instead of
-// the seed's WebSocket hub).
+// the seed's WebSocket hub), and the owners' webhooks.
 var beyondSeed = []string{
 	"GET /api/agents/sessions/{id}/config",
 	"GET /api/agents/sessions/{id}/permissions",
@@ -99,6 +99,15 @@ var beyondSeed = []string{
 	"GET /api/agents/sessions/{id}/stream",
 	"GET /api/agents/stream",
 	"PUT /api/agents/pool",
+	"POST /api/agents/webhooks",
+	"GET /api/agents/webhooks",
+	"GET /api/agents/webhooks/{id}",
+	"PATCH /api/agents/webhooks/{id}",
+	"DELETE /api/agents/webhooks/{id}",
+	"POST /api/agents/webhooks/{id}/rotate",
+	"GET /api/agents/webhooks/{id}/deliveries",
+	"POST /api/agents/webhooks/{id}/deliveries/{deliveryId}/redeliver",
+	"POST /api/agents/webhooks/{id}/test",
 }
 
 // TestSeedEndpointsInOpenAPI compares the OpenAPI document's paths and

@@ -26,6 +26,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,6 +62,9 @@ type Deps struct {
 	Commands CommandSender
 	// Queries answers the read endpoints; nil answers 503 on them.
 	Queries *queries.Store
+	// WebhookDB stores the owners' webhooks and their deliveries (the
+	// postgres package's writes); nil answers 503 on the webhook commands.
+	WebhookDB *pgxpool.Pool
 	// Metrics receives the API's request durations and live stream count;
 	// nil measures nothing.
 	Metrics prometheus.Registerer
@@ -157,6 +161,8 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addChainRoutes(api)
 	s.addTemplateRoutes(api)
 	s.addSkillRoutes(api)
+	s.addWebhookRoutes(api)
+	s.addWebhookDeliveryRoutes(api)
 }
 
 // ServeHTTP serves the API. A request that matches no route (404, 405)

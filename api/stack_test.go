@@ -56,7 +56,7 @@ func newStack(t testing.TB, cfg Config, startWorker bool) *stack {
 		cfg.Workspace = workspace.Root(t.TempDir())
 	}
 	srv, err := New(cfg, Deps{AgentKeys: store, SessionOwners: store, Idempotency: NewPostgresIdempotency(db),
-		JetStream: js, Commands: client, Results: commands.Results{Pool: db}, Queries: store})
+		JetStream: js, Commands: client, Results: commands.Results{Pool: db}, Queries: store, WebhookDB: db})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv)

@@ -26,6 +26,7 @@ var componentUsers = map[string]string{
 	"acl": "ACL", "transcript": "TRANSCRIPT", "sidecar-dispatch": "SIDECAR_DISPATCH", "delivery": "DELIVERY",
 	"pool": "POOL", "handoff": "HANDOFF", "consolidate": "CONSOLIDATE", "autocontinue": "AUTOCONTINUE",
 	"timeouts": "TIMEOUTS", "scheduler": "SCHEDULER", "notify": "NOTIFY", "runtime": "RUNTIME",
+	"webhooks": "WEBHOOKS",
 }
 
 func password(user string) string { return "secret-" + strings.ToLower(componentUsers[user]) }
@@ -148,6 +149,8 @@ func TestUsersPublishOnlyOnTheirSubjects(t *testing.T) {
 			[]string{"agents.sidecar." + s + ".events.assistant", "agents.evt.session." + s + ".session_failed"}, bus.StreamEvents},
 		{"notify", []string{"agents.evt.notification.owner1.session_completed"},
 			[]string{"agents.evt.session." + s + ".session_failed", "agents.cmd.session.pause"}, bus.StreamEvents},
+		{"webhooks", nil,
+			[]string{"agents.evt.session." + s + ".session_failed", "agents.cmd.session.pause", "agents.evt.notification.owner1.x"}, bus.StreamEvents},
 		{"pool", []string{"agents.cmd.session.allocate"},
 			[]string{"agents.evt.session." + s + ".session_allocated", "agents.sidecar." + s + ".commands.start"}, bus.StreamEvents},
 		{"runtime", []string{"agents.cmd.session.start_failed"},

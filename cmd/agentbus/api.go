@@ -61,6 +61,7 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 		Commands:      client,
 		Results:       commandsworker.Results{Pool: pool},
 		Queries:       store,
+		WebhookDB:     pool,
 		Metrics:       reg,
 	})
 	if err != nil {

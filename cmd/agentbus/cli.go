@@ -13,6 +13,11 @@ func init() {
 	commands["templates"] = command{"list, show, create and edit your templates (templates help)", runTemplates}
 	commands["skills"] = command{"list, show, create and edit your skills (skills help)", runSkills}
 	commands["pool"] = command{"show your session pool, or size it: pool [--max N]", runPoolCommand}
+	commands["webhooks"] = command{"your webhooks and their delivery logs (webhooks help)", runWebhooksCommand}
+}
+
+func runWebhooksCommand(ctx context.Context, args []string) error {
+	return cli.Webhooks(ctx, args, os.Stdout, os.Stderr)
 }
 
 func runSessions(ctx context.Context, args []string) error {

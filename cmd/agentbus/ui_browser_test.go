@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/internal/webhooktest"
 )
 
 // chromiumPath finds the headless browser the dashboard tests drive
@@ -260,4 +264,29 @@ func screenshotFile(t *testing.T, name string) string {
 		return filepath.Join(dir, name)
 	}
 	return filepath.Join(t.TempDir(), name)
+}
+
+// TestDashboardShowsWebhooks lists a webhook on the Webhooks page, sends
+// it a test event and finds the delivery in its log.
+func TestDashboardShowsWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts up and a browser; skipped with -short")
+	}
+	quickWebhooks(t)
+	u := startUpWithRuntime(t)
+	rcv := webhooktest.New(t, nil)
+	var hook api.WebhookWithSecret
+	u.Must(http.MethodPost, "/api/agents/webhooks", map[string]any{"url": rcv.URL + "/dashboard"}, &hook)
+	b := newBrowser(t)
+	b.run("open the dashboard", chromedp.Navigate(u.base+"/ui/"))
+	b.run("paste the token", chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), u.token))
+	b.run("sign in", chromedp.Click(chromedp.CSS("#signin")))
+	b.run("open the webhooks", chromedp.Navigate(u.base+"/ui/#/webhooks"))
+	b.waitText("#webhooks", rcv.URL+"/dashboard")
+	b.run("open the webhook", chromedp.Click(chromedp.CSS(`#webhooks a`)))
+	b.run("send a test event", chromedp.WaitVisible(chromedp.CSS("#send-test")), chromedp.Click(chromedp.CSS("#send-test")))
+	b.waitJS("the test event delivered", `(document.querySelector("#refresh").click(),
+		[...document.querySelectorAll("#deliveries tbody tr")].some(tr => tr.innerText.includes("webhook_test") && tr.innerText.includes("delivered")))`)
+	require.Len(t, rcv.Accepted(), 1)
+	assert.NoError(t, rcv.Accepted()[0].Verify(hook.Secret))
 }

@@ -31,9 +31,11 @@ import (
 )
 
 // TestMain doubles as the agentbus binary for `agentbus sidecar`: the
-// runtime of an `up` under test starts its sidecars from this executable.
+// runtime of an `up` under test starts its sidecars from this executable;
+// and for `agentbus worker`, which a test runs as a process of its own to
+// kill it.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "sidecar" || os.Args[1] == "socket") {
+	if len(os.Args) > 1 && (os.Args[1] == "sidecar" || os.Args[1] == "socket" || os.Args[1] == "worker") {
 		main()
 		return
 	}

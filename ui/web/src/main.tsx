@@ -6,6 +6,7 @@ import { api, setToken, token } from "./api";
 import { SessionList } from "./sessions";
 import { SessionPage } from "./session";
 import { ChainPage, Chains } from "./chains";
+import { WebhookPage, Webhooks } from "./webhooks";
 import { Catalog } from "./catalog";
 
 function useRoute(): string {
@@ -73,6 +74,8 @@ function App() {
   if (parts[0] === "sessions" && parts[1]) page = <SessionPage key={parts[1]} id={parts[1]} />;
   else if (parts[0] === "chains" && parts[1]) page = <ChainPage key={parts[1]} id={parts[1]} />;
   else if (parts[0] === "chains") page = <Chains />;
+  else if (parts[0] === "webhooks" && parts[1]) page = <WebhookPage key={parts[1]} id={parts[1]} />;
+  else if (parts[0] === "webhooks") page = <Webhooks />;
   else if (parts[0] === "templates" || parts[0] === "skills") page = <Catalog key={parts[0]} kind={parts[0]} id={parts[1]} />;
   else page = <SessionList template={new URLSearchParams(query ?? "").get("template") ?? ""} />;
   return (
@@ -83,6 +86,7 @@ function App() {
         <a href="#/chains">Chains</a>
         <a href="#/templates">Templates</a>
         <a href="#/skills">Skills</a>
+        <a href="#/webhooks">Webhooks</a>
         <a href="/docs">API</a>
         <button
           class="link"

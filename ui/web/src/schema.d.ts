@@ -1256,6 +1256,138 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List your webhooks
+         * @description Your webhooks, oldest first, without their secrets.
+         */
+        get: operations["list-webhooks"];
+        put?: never;
+        /**
+         * Create a webhook
+         * @description Posts the events of your sessions to url, signed in the Standard Webhooks format with a secret shown in this answer only.
+         */
+        post: operations["create-webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a webhook
+         * @description One of your webhooks, without its secret; disabledReason says why the worker disabled it.
+         */
+        get: operations["get-webhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook
+         * @description Deletes the webhook and its delivery log; nothing more is sent to it.
+         */
+        delete: operations["delete-webhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a webhook
+         * @description Changes the fields given; enabling a disabled webhook sends its pending deliveries.
+         */
+        patch: operations["update-webhook"];
+        trace?: never;
+    };
+    "/api/agents/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries
+         * @description The delivery log, newest first: each event's status, attempts, next retry, and its last answer's status code, latency and excerpt.
+         */
+        get: operations["list-webhook-deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/webhooks/{id}/deliveries/{deliveryId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver an event
+         * @description Sends a delivered or failed delivery again, with the same webhook-id, after its session's pending ones to this webhook; 409 if it is pending already.
+         */
+        post: operations["redeliver-webhook-delivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/webhooks/{id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook's secret
+         * @description Makes a new signing secret, shown in this answer only; the replaced one still signs each delivery, beside the new one, for graceSeconds.
+         */
+        post: operations["rotate-webhook-secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event
+         * @description Enqueues an event of type webhook_test to the webhook, sent like any other; 409 if the webhook is disabled.
+         */
+        post: operations["test-webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2863,6 +2995,14 @@ export interface components {
              */
             additionalInstruction?: string;
         };
+        RotateWebhookRequest: {
+            /**
+             * Format: int64
+             * @description How long the replaced secret still signs deliveries, beside the new one; 86400 by default, 0 to stop at once.
+             * @example 86400
+             */
+            graceSeconds?: number;
+        };
         Rule: {
             /**
              * @description The class a matching item gets.
@@ -3174,6 +3314,12 @@ export interface components {
             createdAt: string;
             /** @description The skills enabled on the session. */
             enabledSkillIds: string[];
+            /**
+             * @description The sidecar engine the agent runs on, fixed when its first sidecar started: a runtime of another engine leaves the session waiting rather than switch it.
+             * @example claude
+             * @enum {string}
+             */
+            engine?: "script" | "claude";
             /**
              * @description How the session was launched.
              * @example Standalone
@@ -7290,6 +7436,30 @@ export interface components {
              */
             warnAtPercent?: number;
         };
+        UpdateWebhookRequest: {
+            /**
+             * @description The new description.
+             * @example Chat alerts
+             */
+            description?: string;
+            /**
+             * @description Enable or disable the webhook. Enabling it clears the failures that disabled it.
+             * @example false
+             */
+            enabled?: boolean;
+            /**
+             * @description The new event types; [] for every one.
+             * @example [
+             *       "agent_session_failed"
+             *     ]
+             */
+            eventTypes?: string[] | null;
+            /**
+             * @description The new URL.
+             * @example https://hooks.example.com/agentbus
+             */
+            url?: string;
+        };
         ValidationCriterion: {
             /**
              * @description For CustomCommand: the command that must succeed.
@@ -7338,6 +7508,289 @@ export interface components {
              * @example Bash
              */
             toolName?: string;
+        };
+        Webhook: {
+            /**
+             * Format: int64
+             * @description Deliveries failed in a row, each after its last retry.
+             * @example 0
+             */
+            consecutiveFailures: number;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             * @example 2026-03-01T08:00:00Z
+             */
+            createdAt: string;
+            /**
+             * @description What the webhook is for.
+             * @example Chat alerts
+             */
+            description: string;
+            /**
+             * Format: date-time
+             * @description When the worker disabled it.
+             * @example 2026-03-01T08:00:00Z
+             */
+            disabledAt?: string;
+            /**
+             * @description Why the worker disabled the webhook: too many deliveries in a row failed. Enabling it again clears this.
+             * @example disabled after 5 deliveries in a row failed
+             */
+            disabledReason?: string;
+            /**
+             * @description Whether events are delivered. A disabled webhook keeps its pending deliveries, sent once it is enabled again.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description The session event types delivered; empty for every one.
+             * @example [
+             *       "session_waiting_for_input",
+             *       "agent_session_failed"
+             *     ]
+             */
+            eventTypes: string[] | null;
+            /**
+             * @description The webhook's id.
+             * @example 7d3c2b1a-0f9e-4d8c-b7a6-5e4f3d2c1b0a
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description Until when the secret replaced by the last rotation still signs deliveries, beside the new one.
+             * @example 2026-03-02T08:00:00Z
+             */
+            previousSecretExpiresAt?: string;
+            /**
+             * @description Only this session's events.
+             * @example 3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9
+             */
+            sessionId?: string;
+            /**
+             * @description Only the events of sessions of this template.
+             * @example 3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f
+             */
+            templateId?: string;
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             * @example 2026-03-01T08:00:00Z
+             */
+            updatedAt: string;
+            /**
+             * @description Where the deliveries are posted.
+             * @example https://hooks.example.com/agentbus
+             */
+            url: string;
+        };
+        WebhookDelivery: {
+            /**
+             * Format: int64
+             * @description Attempts made.
+             * @example 1
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When a 2xx answer came.
+             * @example 2026-03-01T08:00:00Z
+             */
+            deliveredAt?: string;
+            /**
+             * Format: date-time
+             * @description When it was enqueued.
+             * @example 2026-03-01T08:00:00Z
+             */
+            enqueuedAt: string;
+            /**
+             * @description Why the last attempt failed.
+             * @example answered 503 Service Unavailable
+             */
+            error?: string;
+            /**
+             * @description The event's id, sent as webhook-id: receivers drop repeats by it.
+             * @example 0f9e8d7c-6b5a-4c3d-9e2f-1a0b9c8d7e6f
+             */
+            eventId: string;
+            /**
+             * @description The event's type.
+             * @example agent_session_failed
+             */
+            eventType: string;
+            /**
+             * @description The delivery's id.
+             * @example 1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When it was last tried.
+             * @example 2026-03-01T08:00:00Z
+             */
+            lastAttemptAt?: string;
+            /**
+             * Format: int64
+             * @description How long the last attempt took to be answered, in milliseconds.
+             * @example 42
+             */
+            latencyMs?: number;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is tried next.
+             * @example 2026-03-01T08:05:00Z
+             */
+            nextAttemptAt?: string;
+            /**
+             * @description The start of the last answer's body (512 bytes at most).
+             * @example ok
+             */
+            responseExcerpt?: string;
+            /**
+             * @description The event's session; none for a test event.
+             * @example 3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9
+             */
+            sessionId?: string;
+            /**
+             * @description pending (to be sent or retried), delivered (answered 2xx) or failed (after its last retry).
+             * @example delivered
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /**
+             * Format: int64
+             * @description The HTTP status of the last answer.
+             * @example 200
+             */
+            statusCode?: number;
+        };
+        WebhookDeliveryList: {
+            /** @description The deliveries, newest first. */
+            deliveries: components["schemas"]["WebhookDelivery"][] | null;
+        };
+        WebhookList: {
+            /** @description Your webhooks, oldest first. */
+            webhooks: components["schemas"]["Webhook"][] | null;
+        };
+        WebhookRequest: {
+            /**
+             * @description What the webhook is for.
+             * @example Chat alerts
+             */
+            description?: string;
+            /**
+             * @description Whether events are delivered; true by default.
+             * @example true
+             */
+            enabled?: boolean;
+            /**
+             * @description The session event types to deliver; none for every one.
+             * @example [
+             *       "session_waiting_for_input",
+             *       "agent_session_failed",
+             *       "agent_session_output_ready",
+             *       "agent_session_approved",
+             *       "session_budget_warning"
+             *     ]
+             */
+            eventTypes?: string[] | null;
+            /**
+             * Format: uuid
+             * @description Only this session of yours.
+             * @example 3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9
+             */
+            sessionId?: string;
+            /**
+             * Format: uuid
+             * @description Only the sessions of this template of yours.
+             * @example 3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f
+             */
+            templateId?: string;
+            /**
+             * @description Where to post the events: an https URL that points to no cloud metadata service, link-local address or (unless the operator allows them, and http with them) loopback or private address.
+             * @example https://hooks.example.com/agentbus
+             */
+            url: string;
+        };
+        WebhookWithSecret: {
+            /**
+             * Format: int64
+             * @description Deliveries failed in a row, each after its last retry.
+             * @example 0
+             */
+            consecutiveFailures: number;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             * @example 2026-03-01T08:00:00Z
+             */
+            createdAt: string;
+            /**
+             * @description What the webhook is for.
+             * @example Chat alerts
+             */
+            description: string;
+            /**
+             * Format: date-time
+             * @description When the worker disabled it.
+             * @example 2026-03-01T08:00:00Z
+             */
+            disabledAt?: string;
+            /**
+             * @description Why the worker disabled the webhook: too many deliveries in a row failed. Enabling it again clears this.
+             * @example disabled after 5 deliveries in a row failed
+             */
+            disabledReason?: string;
+            /**
+             * @description Whether events are delivered. A disabled webhook keeps its pending deliveries, sent once it is enabled again.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description The session event types delivered; empty for every one.
+             * @example [
+             *       "session_waiting_for_input",
+             *       "agent_session_failed"
+             *     ]
+             */
+            eventTypes: string[] | null;
+            /**
+             * @description The webhook's id.
+             * @example 7d3c2b1a-0f9e-4d8c-b7a6-5e4f3d2c1b0a
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description Until when the secret replaced by the last rotation still signs deliveries, beside the new one.
+             * @example 2026-03-02T08:00:00Z
+             */
+            previousSecretExpiresAt?: string;
+            /**
+             * @description The signing secret (Standard Webhooks, whsec_ and base64): keep it, it is not shown again.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            secret: string;
+            /**
+             * @description Only this session's events.
+             * @example 3f2a1b0c-9d8e-4f7a-b6c5-d4e3f2a1b0c9
+             */
+            sessionId?: string;
+            /**
+             * @description Only the events of sessions of this template.
+             * @example 3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f
+             */
+            templateId?: string;
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             * @example 2026-03-01T08:00:00Z
+             */
+            updatedAt: string;
+            /**
+             * @description Where the deliveries are posted.
+             * @example https://hooks.example.com/agentbus
+             */
+            url: string;
         };
     };
     responses: never;
@@ -13421,6 +13874,766 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TemplateDetail"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "list-webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "create-webhook": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "delete-webhook": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "update-webhook": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "list-webhook-deliveries": {
+        parameters: {
+            query?: {
+                /** @description Only the deliveries in this status. */
+                status?: "pending" | "delivered" | "failed";
+                /** @description How many, newest first. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "redeliver-webhook-delivery": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+                /** @description The delivery's id. */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "rotate-webhook-secret": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "test-webhook": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The webhook's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
                 };
             };
             /** @description Unauthorized */
