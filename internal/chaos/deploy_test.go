@@ -29,7 +29,7 @@ import (
 // Workers are the `agentbus worker <name>` processes of the deployment, as
 // compose.yaml runs them.
 var Workers = []string{"commands", "outbox", "acl", "transcript", "sidecar-dispatch", "pool", "delivery",
-	"handoff", "consolidate", "notify", "timeouts", "autocontinue", "scheduler", "runtime"}
+	"handoff", "consolidate", "notify", "timeouts", "autocontinue", "scheduler", "webhooks", "runtime"}
 
 // Deployment is the running multi-process deployment.
 type Deployment struct {
