@@ -232,8 +232,8 @@ type runner struct {
 	// turn): written once the session is resumed, so that it ends the turn
 	// of a Running session rather than arrive while it is Pausing.
 	heldTurnEnd *protocol.TurnCompleted
-	stop          *stopRequest
-	reloads       []reloadRequest
+	stop        *stopRequest
+	reloads     []reloadRequest
 
 	questions map[string]chan string
 	plans     map[string]chan engine.PlanDecision
