@@ -146,7 +146,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		chains := s.newSessionChains(ctx, id)
 		spec := streamSpec{subjects: subjects, session: id.String(), keep: chains.keep, position: positionOf(ctx)}
 		if owner, err := uuid.Parse(OwnerID(ctx)); err == nil && s.deps.Queries != nil {
-			spec.waiting = &waitingFeed{s: s, session: id, owner: owner}
+			spec.waiting = s.newWaitingFeed(id, owner)
 		}
 		s.runStream(ctx, spec, send)
 	})

@@ -200,6 +200,9 @@ func (ls *liveStream) take(it streamItem) error {
 	if ls.firstSeen == 0 {
 		ls.firstSeen = it.seq
 	}
+	if ls.spec.waiting != nil {
+		ls.spec.waiting.observe(it.env)
+	}
 	if err := ls.send(sse.Message{ID: int(it.seq), Data: streamData(it.env)}); err != nil {
 		return errClientGone
 	}

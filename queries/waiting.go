@@ -15,7 +15,8 @@ import (
 // RunningTool is a tool call of a session's own agent that started and
 // has no result yet.
 type RunningTool struct {
-	ToolName string
+	ToolUseID string
+	ToolName  string
 	// Input is the call's input, as JSON.
 	Input     string
 	StartedAt time.Time
@@ -28,14 +29,14 @@ type RunningTool struct {
 func (s *Store) RunningTool(ctx context.Context, session uuid.UUID) (*RunningTool, error) {
 	var t RunningTool
 	err := s.db.QueryRow(ctx, `
-SELECT c.tool_name, c.detail, c.occurred_at
+SELECT c.tool_use_id, c.tool_name, c.detail, c.occurred_at
   FROM (SELECT tool_name, detail, occurred_at, tool_use_id, session_id
           FROM activity_items
          WHERE session_id = $1 AND type = $2 AND subagent_id IS NULL AND tool_use_id IS NOT NULL
          ORDER BY source_seq DESC
          LIMIT 1) c
  WHERE NOT EXISTS (SELECT 1 FROM activity_items e
-                    WHERE e.session_id = c.session_id AND e.tool_use_id = c.tool_use_id AND e.type = $3)`, session, string(domain.ActivityToolCallStart), string(domain.ActivityToolCallEnd)).Scan(&t.ToolName, &t.Input, &t.StartedAt)
+                    WHERE e.session_id = c.session_id AND e.tool_use_id = c.tool_use_id AND e.type = $3)`, session, string(domain.ActivityToolCallStart), string(domain.ActivityToolCallEnd)).Scan(&t.ToolUseID, &t.ToolName, &t.Input, &t.StartedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
