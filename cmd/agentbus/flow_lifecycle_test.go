@@ -116,51 +116,6 @@ func TestPoisonRawEventsDoNotBlockTheSession(t *testing.T) {
 		"after a restart the transcript got none of the follow-up's messages")
 }
 
-// TestAHandoffThroughTheRuntimeContinuesInANewSession runs, through up and
-// its real runtime, an agent whose context fills up over several turns of
-// its own, and one that hands off voluntarily: each session ends handed
-// off and a chain continues its work in a new session with a sidecar of
-// its own.
-func TestAHandoffThroughTheRuntimeContinuesInANewSession(t *testing.T) {
-	u := startUpWithRuntime(t)
-	for _, scenario := range []string{"exhaust", "handoff"} {
-		t.Run(scenario, func(t *testing.T) {
-			c := *u.Client
-			c.T = t
-			dir := filepath.Join(u.workspace, u.owner, scenario)
-			id := u.start(map[string]any{"workingDirectory": dir, "objective": "Migrate the legacy package [scenario:" + scenario + "]"})
-			c.WaitFor(id, "ContextExhausted", func(s uptest.Session) bool { return s.Status == "ContextExhausted" })
-			var chain struct {
-				ID               string `json:"id"`
-				CurrentSessionID string `json:"currentSessionId"`
-				Sessions         []struct {
-					SessionID string `json:"sessionId"`
-				} `json:"sessions"`
-			}
-			require.Eventually(t, func() bool {
-				var list struct {
-					Items []struct {
-						ID string `json:"id"`
-					} `json:"items"`
-				}
-				c.Must(http.MethodGet, "/api/agents/chains", nil, &list)
-				for _, it := range list.Items {
-					c.Must(http.MethodGet, "/api/agents/chains/"+it.ID, nil, &chain)
-					if len(chain.Sessions) == 2 && chain.Sessions[0].SessionID == id {
-						return true
-					}
-				}
-				return false
-			}, 2*wait, 100*time.Millisecond, "no chain continues session %s", id)
-			next := chain.CurrentSessionID
-			require.NotEqual(t, id, next)
-			c.WaitFor(next, "the continuation at work", func(s uptest.Session) bool { return s.Status == "Running" || s.Status == "Idle" })
-			require.Eventually(t, func() bool { return c.SidecarPIDs()[next] != 0 }, 2*wait, 50*time.Millisecond,
-				"the continuation has no sidecar")
-		})
-	}
-}
-
 // TestASessionKeepsItsEngineAcrossRuntimes restarts up with another engine
 // while a session waits Idle: the session's agent lives in the engine it
 // started on, so the other runtime leaves it waiting (its follow-up

@@ -191,7 +191,7 @@ func (s *session) reply(ctx context.Context, in engine.Input) error {
 	if err := s.pace(ctx); err != nil {
 		return nil
 	}
-	if err := s.emitText("Understood: "+in.Text, nil); err != nil {
+	if err := s.emitText("Understood: "+s.expand(in.Text), nil); err != nil {
 		return err
 	}
 	tokens := int64(len(in.Text)/4 + 40)
