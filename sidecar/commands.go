@@ -189,6 +189,14 @@ func (r *runner) onPause(e protocol.Entry) error {
 	r.mu.Lock()
 	r.paused = true
 	r.pauseAcks = append(r.pauseAcks, e.CommandID)
+	if r.turnCancel == nil && r.heldTurnEnd == nil && r.lastTurnEnd != nil {
+		// A session is paused only while Running; with no turn running
+		// here, the turn end last written crossed the pause and was
+		// refused by a Pausing session. It is written again once resumed,
+		// to end the turn of the Running session.
+		end := *r.lastTurnEnd
+		r.heldTurnEnd = &end
+	}
 	var acks []string
 	if r.waiting > 0 {
 		// The engine waits for a person: it is at rest already.

@@ -287,3 +287,22 @@ func TestReloadConfigIsAppliedBetweenTurnsAndAcked(t *testing.T) {
 	h.waitAck(protocol.EventStopAck, h.send(protocol.CommandStop, nil))
 	h.waitEnd()
 }
+
+// A pause that finds no turn running crossed the end of the last turn: the
+// session was Running when it asked, so it refused that turn's end as
+// Pausing. The sidecar writes the turn's end again once resumed.
+func TestAPauseBetweenTurnsEndsTheLastTurnAgainOnceResumed(t *testing.T) {
+	t.Parallel()
+	cfg := scriptConfig(t, "default")
+	cfg.StayIdle = true
+	h := start(t, cfg)
+	last := h.waitFor("the work's last turn", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+	})
+	h.waitAck(protocol.EventPauseAck, h.send(protocol.CommandPause, nil))
+	resumeAck := h.waitAck(protocol.EventResumeAck, h.send(protocol.CommandResume, nil))
+	again := h.waitFor("the turn's end after the resume", func(e protocol.Entry) bool {
+		return e.Type == protocol.EventTurnCompleted && h.index(e) > h.index(resumeAck)
+	})
+	assert.Equal(t, decode[protocol.TurnCompleted](t, last), decode[protocol.TurnCompleted](t, again))
+}

@@ -52,6 +52,7 @@ func (r *runner) loop(ctx context.Context) {
 			// work done unless more waits.
 			r.heldTurnEnd = nil
 			end.Done = !r.more && len(r.immediate) == 0 && len(r.queued) == 0 && !r.interrupted
+			r.lastTurnEnd = end
 			r.mu.Unlock()
 			r.emitLog(*end)
 			continue
@@ -157,6 +158,8 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 		held := r.paused
 		if held {
 			r.heldTurnEnd = done
+		} else {
+			r.lastTurnEnd = done
 		}
 		r.mu.Unlock()
 		if !held {

@@ -232,6 +232,9 @@ type runner struct {
 	// turn): written once the session is resumed, so that it ends the turn
 	// of a Running session rather than arrive while it is Pausing.
 	heldTurnEnd *protocol.TurnCompleted
+	// lastTurnEnd is the turn_completed last written, which a pause that
+	// finds no turn running writes again (see onPause).
+	lastTurnEnd *protocol.TurnCompleted
 	stop        *stopRequest
 	reloads     []reloadRequest
 

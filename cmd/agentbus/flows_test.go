@@ -214,7 +214,10 @@ func TestEveryFlowWithTheScriptEngine(t *testing.T) {
 			id := f.Start("Say hello", map[string]any{"autoContinue": map[string]any{"isEnabled": true, "maxContinuations": 1,
 				"validationCriteria": []any{map[string]any{"type": "CustomCommand", "customCommand": "echo 3 tests failed; false"}}}})
 			assert.Contains(t, f.Continuation(id), "3 tests failed", "the continuation tells the agent what the validation printed")
-			f.WaitReview(id)
+			f.WaitFor(id, "the continuation's turn done", func(s uptest.Session) bool {
+				return s.Status == "Idle" && s.HasPendingReview && s.Metrics.TurnCount >= 2
+			})
+			f.WaitActivity(id, "Understood: ")
 		},
 		"Skill enabled and reloaded": func(t *testing.T) {
 			f := u.newUser(t)

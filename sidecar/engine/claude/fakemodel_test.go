@@ -21,11 +21,38 @@ type fakeModel struct {
 	t   *testing.T
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	script   []reply
+	mu     sync.Mutex
+	script []reply
+	// routes are scripts of their own for the conversations that hold
+	// their marker, so that several sessions share one model.
+	routes   map[string]*route
 	requests []modelRequest
 	changed  chan struct{}
 	seq      int
+}
+
+// route is the script of the conversations that hold a marker.
+type route struct {
+	t      testing.TB
+	script []reply
+}
+
+// route gives the conversations holding marker a script of their own; a
+// mismatch fails t.
+func (f *fakeModel) route(t testing.TB, marker string, script ...reply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routes == nil {
+		f.routes = map[string]*route{}
+	}
+	f.routes[marker] = &route{t: t, script: script}
+}
+
+// remainingOf returns how many replies of the route of marker are unused.
+func (f *fakeModel) remainingOf(marker string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.routes[marker].script)
 }
 
 // reply is one scripted model message.
@@ -38,6 +65,9 @@ type reply struct {
 	// match, when set, must hold for the request this reply answers; the
 	// test fails otherwise.
 	match func(modelRequest) error
+	// inputTokens, when set, is the input the reply's usage reports,
+	// instead of an estimate from the request.
+	inputTokens int
 }
 
 // block is a text block (text) or a tool_use block (tool, input).
@@ -197,8 +227,15 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	if len(req.Tools) > 0 {
 		f.mu.Lock()
 		f.requests = append(f.requests, req)
-		if len(f.script) > 0 {
-			rep, f.script = f.script[0], f.script[1:]
+		script, t := &f.script, testing.TB(f.t)
+		conversation := req.allText()
+		for marker, r := range f.routes {
+			if strings.Contains(conversation, marker) {
+				script, t = &r.script, r.t
+			}
+		}
+		if len(*script) > 0 {
+			rep, *script = (*script)[0], (*script)[1:]
 		} else {
 			rep = reply{blocks: []block{text("Nothing more to do.")}}
 		}
@@ -207,7 +244,7 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		if rep.match != nil {
 			if err := rep.match(req); err != nil {
-				f.t.Errorf("model request %d: %v\nlast user message: %s", len(f.mainRequests()), err, req.lastUser())
+				t.Errorf("model request %d: %v\nlast user message: %s", len(f.mainRequests()), err, req.lastUser())
 			}
 		}
 	}
@@ -235,9 +272,11 @@ func (f *fakeModel) stream(w http.ResponseWriter, r *http.Request, req modelRequ
 			flusher.Flush()
 		}
 	}
-	inputTokens := 0
-	for _, m := range req.Messages {
-		inputTokens += len(m.Content) / 4
+	inputTokens := rep.inputTokens
+	if inputTokens == 0 {
+		for _, m := range req.Messages {
+			inputTokens += len(m.Content) / 4
+		}
 	}
 	send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": msgID, "type": "message", "role": "assistant", "model": model, "content": []any{},
