@@ -113,15 +113,19 @@ fuzz:
 	done
 
 # The chaos suite's full run: CHAOS_KILLS kills of random processes of the
-# multi-process deployment (CHAOS_SEED=<seed> replays a run; its table and
-# seed are printed). `make test` runs it with a dozen kills.
+# multi-process deployment while CHAOS_SESSIONS sessions are driven at once,
+# a third of them fed poison raw events (CHAOS_SEED=<seed> replays a run;
+# its table, its failed sessions with their reasons, its 5xx answers and
+# its seed are printed). `make test` runs it with a dozen kills and three
+# sessions.
 CHAOS_KILLS ?= 220
 CHAOS_SEED ?= 0
+CHAOS_SESSIONS ?= 30
 
-## chaos: kill -9 random processes of the multi-process deployment CHAOS_KILLS times while sessions stream, then check nothing was lost or doubled
+## chaos: kill -9 random processes of the multi-process deployment CHAOS_KILLS times while CHAOS_SESSIONS sessions stream, some with poison events, then check nothing was lost or doubled
 chaos: deps
 	$(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./internal/chaos \
-	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.gap-min 700ms -chaos.gap-max 1700ms
+	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.sessions $(CHAOS_SESSIONS) -chaos.gap-min 700ms -chaos.gap-max 1700ms
 
 # The end-to-end steering benchmark's knobs: messages per row, live
 # sessions and messages held per steered session (comma-separated), and

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/internal/testenv"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // The short run of every `go test` kills a few components; `make chaos`
@@ -91,8 +93,14 @@ func TestChaos(t *testing.T) {
 	owner := uuid.NewString()
 	token, err := api.NewToken(d.Secret, owner, 2*time.Hour)
 	require.NoError(t, err)
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(d.RedisURL, "redis://"), "/0")})
+	defer rdb.Close()
 	w := &Workload{API: d.APIURL, Token: token, Owner: owner, Workspace: filepath.Join(dir, "workspace"),
-		Concurrent: *sessions, Messages: 8, Rand: rand.New(rand.NewPCG(rng.Uint64(), 2))}
+		Concurrent: *sessions, Messages: 8, Rand: rand.New(rand.NewPCG(rng.Uint64(), 2)),
+		Poison: func(ctx context.Context, session string) error { return poison(ctx, rdb, session) }}
+	// Every session driven at once holds a slot of the pool.
+	require.True(t, w.send(ctx, http.MethodPut, "/api/agents/pool", map[string]any{"maxConcurrentSessions": *sessions + 5}, nil),
+		"size the pool")
 	wctx, stopWorkload := context.WithCancel(ctx)
 	workloadDone := make(chan struct{})
 	go func() { defer close(workloadDone); w.Run(wctx) }()
@@ -126,8 +134,6 @@ func TestChaos(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(d.RedisURL, "redis://"), "/0")})
-	defer rdb.Close()
 	pool, err := pgxpool.New(ctx, d.DBURL)
 	require.NoError(t, err)
 	defer pool.Close()
@@ -202,7 +208,18 @@ func TestChaos(t *testing.T) {
 				"session %s: a cancel was accepted; it ends cancelled, or failed when its sidecar died while stopping", s.ID)
 		}
 	}
-	t.Logf("%d sessions (%d cancelled), %d accepted messages, %d refused requests", len(started2), cancelled, messages, w.Refused())
+	t.Logf("%d sessions (%d cancelled, %d with poison raw events), %d accepted messages, %d refused requests",
+		len(started2), cancelled, w.Poisoned(), messages, w.Refused())
+	failed := failures(ctx, w, started2)
+	fmt.Printf("%d failed sessions\n", len(failed))
+	for _, f := range failed {
+		fmt.Printf("  %s  %s: %s (cancel accepted: %v)\n", f.id, f.reason, f.message, f.cancelled)
+	}
+	// An api alive answers every request: 5xx come only from one whose
+	// dependencies were just killed (503), never from a bug (500).
+	codes := w.ServerErrors()
+	fmt.Printf("5xx answers (each repeated with its Idempotency-Key): %v\n", codes)
+	assert.Zero(t, codes[http.StatusInternalServerError], "500 answers")
 
 	// Each session is in the status its events lead to, and no domain
 	// event is stored twice.
@@ -253,6 +270,53 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+}
+
+// failure is a Failed session and why.
+type failure struct {
+	id, reason, message string
+	cancelled           bool
+}
+
+// failures lists the sessions that ended Failed, with their reasons.
+func failures(ctx context.Context, w *Workload, sessions []*Session) []failure {
+	var out []failure
+	for _, s := range sessions {
+		var sess struct {
+			Status  string `json:"status"`
+			Failure *struct {
+				Reason  string `json:"reason"`
+				Message string `json:"message"`
+			} `json:"failure"`
+		}
+		if !w.get(ctx, "/api/agents/sessions/"+s.ID, &sess) || sess.Status != string(domain.StatusFailed) {
+			continue
+		}
+		f := failure{id: s.ID, cancelled: s.Cancelled, reason: "(no reason recorded)"}
+		if sess.Failure != nil {
+			f.reason, f.message = sess.Failure.Reason, sess.Failure.Message
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// poison writes into the session's raw event stream what a faulty or
+// hostile agent could: an event whose data is not JSON, and a message whose
+// text no database takes (a NUL). Each is recorded and dead-lettered; the
+// session's later events flow.
+func poison(ctx context.Context, rdb *redis.Client, session string) error {
+	for _, e := range []struct{ typ, data string }{
+		{"assistant_message", `{"message_id":"poison","block_type":"text","text":`},
+		{"assistant_message", `{"message_id":"poison","block_type":"text","text":"a NUL \u0000 here"}`},
+	} {
+		err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: protocol.EventsKey(session), Values: []any{
+			"type", e.typ, "data", e.data, "ts", strconv.FormatInt(time.Now().UnixMilli(), 10)}}).Err()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type queue struct {

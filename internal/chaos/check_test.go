@@ -308,7 +308,12 @@ func deleteTranscripts(ctx context.Context, pool *pgxpool.Pool, sessions []strin
 func rebuildTranscript(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool) error {
 	w := projections.NewTranscript(pool)
 	_, err := readStream(ctx, js, bus.StreamSidecarEvents, func(m jetstream.Msg) (string, struct{}, error) {
-		return "", struct{}{}, w.Handle(ctx, m)
+		err := w.Handle(ctx, m)
+		if bus.IsPermanent(err) {
+			// The worker dead-letters it too (a poison raw event).
+			err = nil
+		}
+		return "", struct{}{}, err
 	})
 	return err
 }

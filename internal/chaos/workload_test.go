@@ -32,10 +32,15 @@ type Workload struct {
 	Concurrent int
 	Messages   int
 	Rand       *rand.Rand
+	// Poison, when set, writes raw events the control plane refuses into
+	// a session's stream, as a faulty or hostile agent would.
+	Poison func(ctx context.Context, session string) error
 
-	mu       sync.Mutex
-	sessions []*Session
-	refused  int // 4xx answers, which leave no effect
+	mu           sync.Mutex
+	sessions     []*Session
+	refused      int         // 4xx answers, which leave no effect
+	serverErrors map[int]int // 5xx answers by status, each repeated
+	poisoned     int
 }
 
 // Session is a session the workload started, with the messages it sent
@@ -57,6 +62,24 @@ func (w *Workload) Sessions() []*Session {
 		out[i] = &cp
 	}
 	return out
+}
+
+// ServerErrors returns how many answers were a 5xx, by status code.
+func (w *Workload) ServerErrors() map[int]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[int]int{}
+	for code, n := range w.serverErrors {
+		out[code] = n
+	}
+	return out
+}
+
+// Poisoned returns how many sessions got poison raw events.
+func (w *Workload) Poisoned() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.poisoned
 }
 
 // Refused returns how many requests were answered with a 4xx.
@@ -105,6 +128,13 @@ func (w *Workload) drive(ctx context.Context, rng *rand.Rand, name string) {
 	w.mu.Lock()
 	w.sessions = append(w.sessions, s)
 	w.mu.Unlock()
+	if w.Poison != nil && rng.IntN(3) == 0 {
+		if err := w.Poison(ctx, s.ID); err == nil {
+			w.mu.Lock()
+			w.poisoned++
+			w.mu.Unlock()
+		}
+	}
 	cancelAfter := -1
 	if rng.IntN(4) == 0 {
 		cancelAfter = rng.IntN(w.Messages)
@@ -183,6 +213,14 @@ func (w *Workload) send(ctx context.Context, method, path string, body, out any)
 	key := uuid.NewString()
 	for ctx.Err() == nil {
 		code, raw, err := w.call(ctx, method, path, body, key)
+		if code >= 500 {
+			w.mu.Lock()
+			if w.serverErrors == nil {
+				w.serverErrors = map[int]int{}
+			}
+			w.serverErrors[code]++
+			w.mu.Unlock()
+		}
 		switch {
 		case err != nil || code >= 500 || code == http.StatusConflict && bytes.Contains(raw, []byte("in progress")):
 			// Down, timed out, or the first attempt is still being
