@@ -23,12 +23,13 @@ import (
 
 // TestARetryRightAfterARejectRunsAgain rejects a session's output and
 // retries it at once, before the rejected run's release reached the
-// runtime: the late release must not keep the rejected run's sidecar, and
+// runtime: the late release must not keep the rejected run's sidecar, nor
+// drain the relay of the retried run (its events would go nowhere), and
 // the retried run must start a sidecar of its own and deliver its output.
-// Several sessions at once make the race likely.
+// Several sessions at once make the races likely.
 func TestARetryRightAfterARejectRunsAgain(t *testing.T) {
 	u := startUpWithRuntime(t)
-	for i := range 4 {
+	for i := range 8 {
 		t.Run(fmt.Sprint("session ", i), func(t *testing.T) {
 			t.Parallel()
 			c := *u.Client

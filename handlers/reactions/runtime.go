@@ -207,14 +207,26 @@ func (r Runtime) sandboxLimits(ctx context.Context, s *domain.AgentSession) (lau
 }
 
 // release stops the sidecar of a session that ended and lets the relay
-// drain its streams.
+// drain its streams. A release that arrives once a retry made the session
+// live again is of the run that ended: the session's next run keeps its
+// relay, and its sidecar (ensure replaces the earlier run's). The lock is
+// held throughout, so a drain never follows the next run's activation.
 func (r Runtime) release(ctx context.Context, id uuid.UUID) error {
 	unlock := r.locks.lock(id)
-	err := r.Launcher.Stop(id.String())
+	defer unlock()
+	s, err := postgres.Sessions{}.Get(ctx, r.DB, id)
+	switch {
+	case err == nil && s.Status().HasSidecar():
+		slog.Info("release of an earlier run ignored: the session runs again", "component", "runtime", "session_id", id,
+			"status", s.Status())
+		return nil
+	case err != nil && !errors.Is(err, postgres.ErrNotFound):
+		return err
+	}
+	err = r.Launcher.Stop(id.String())
 	if errors.Is(err, launcher.ErrNotRunning) {
 		err = r.Launcher.Forget(ctx, id.String())
 	}
-	unlock()
 	if err != nil {
 		return err
 	}
