@@ -131,19 +131,35 @@ func TestDashboardConfiguresDecidesAndReviews(t *testing.T) {
 	b.run("pause", chromedp.Click(chromedp.CSS("#pause")))
 	b.waitText("#waiting", "Waiting for tool call Bash: make integration-test (the session pauses once it ends) · since ")
 	b.waitText("#session-status", "Pausing…")
+	// A session takes one request at a time: cancel waits for the pause,
+	// and the page says so.
+	assert.True(t, eval[bool](b, "read the cancel button", `document.querySelector("#cancel").disabled`), "cancel waits for the pause")
+	b.waitText("#cancel-note", "Cancel once it has paused: it pauses when the running tool call ends.")
 
-	// The list: a search finds the session, and a finished one is
-	// cancelled in bulk.
+	// The list: a search finds the session, a filter the template's, a
+	// chain reads as lineage, and a finished session is cancelled in bulk.
 	hello := u.start(map[string]any{"workingDirectory": "ui-hello", "objective": "Say hello"})
 	u.waitReview(hello)
+	handoff := u.start(map[string]any{"workingDirectory": "ui-handoff", "objective": "Migrate the legacy package [scenario:handoff]"})
 	b.run("the list", chromedp.Navigate(u.base+"/ui/#/sessions"))
-	b.waitJS("three rows", `document.querySelectorAll("#sessions tbody tr").length === 3`)
+	b.waitJS("five rows", `document.querySelectorAll("#sessions tbody tr").length === 5`)
+	b.waitJS("the chain's first session", fmt.Sprintf(`document.querySelector('tr[data-session=%s]')?.dataset.position === "1"`, jsString(handoff)))
+	b.waitText(`tr[data-position="2"] .lineage`, "↳ continues Migrate the legacy package [scenario:handoff] · chain 2/2")
+	assert.Equal(t, handoff, eval[string](b, "read the row above the continuation",
+		`document.querySelector('tr[data-position="2"]').previousElementSibling.dataset.session`), "a continuation follows the session it continues")
+	assert.Equal(t, "chain 1/2", eval[string](b, "read the first session's lineage",
+		fmt.Sprintf(`document.querySelector('tr[data-session=%s] .lineage').innerText.trim()`, jsString(handoff))))
+	b.choose("#template-filter", templateID)
+	b.waitJS("the template's session only", fmt.Sprintf(`(() => { const rows = document.querySelectorAll("#sessions tbody tr"); return rows.length === 1 && rows[0].dataset.session === %s })()`, jsString(id)))
+	b.waitText("#sessions tbody tr", "Careful clean-up")
+	b.choose("#template-filter", "")
+	b.waitJS("five rows again", `document.querySelectorAll("#sessions tbody tr").length === 5`)
 	b.run("search", chromedp.SendKeys(chromedp.CSS("#search"), "say hello"))
 	b.waitJS("one row", `document.querySelectorAll("#sessions tbody tr").length === 1`)
 	b.run("pick it", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-session=%s] input.pick`, jsString(hello)))))
 	b.run("cancel it", chromedp.Click(chromedp.CSS("#cancel-selected")))
 	u.waitStatus(hello, "Cancelled")
 	b.fill("#search", "")
-	b.waitJS("all rows", `document.querySelectorAll("#sessions tbody tr").length === 3`)
+	b.waitJS("all rows", `document.querySelectorAll("#sessions tbody tr").length === 5`)
 	b.screenshot("sessions.png")
 }

@@ -3782,6 +3782,12 @@ export interface components {
              */
             status: "Queued" | "Running" | "Interrupting" | "Interrupted" | "Pausing" | "Paused" | "Resuming" | "Cancelling" | "Cancelled" | "WaitingForInput" | "WaitingForApproval" | "Idle" | "ContextExhausted" | "Completed" | "Failed";
             /**
+             * Format: uuid
+             * @description The template the session was configured from, if any.
+             * @example 3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f
+             */
+            templateId?: string;
+            /**
              * Format: double
              * @description What the session spent, in US dollars.
              * @example 2.35
@@ -8783,6 +8789,8 @@ export interface operations {
             query?: {
                 /** @description Only the sessions in this status. */
                 status?: "Queued" | "Running" | "Interrupting" | "Interrupted" | "Pausing" | "Paused" | "Resuming" | "Cancelling" | "Cancelled" | "WaitingForInput" | "WaitingForApproval" | "Idle" | "ContextExhausted" | "Completed" | "Failed";
+                /** @description Only the sessions configured from this template. */
+                templateId?: string;
                 /** @description The page, from 1. */
                 page?: number;
                 /** @description Sessions per page. */
