@@ -244,7 +244,7 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 		return nil, err
 	}
 	out := &startSessionOutput{Location: "/api/agents/sessions/" + res.Session.ID.String()}
-	out.Body = StartSessionResponse{Session: sessionDetailOf(res.Session), APIKey: res.APIKey}
+	out.Body = StartSessionResponse{Session: s.sessionDetail(res.Session), APIKey: res.APIKey}
 	return out, nil
 }
 
@@ -346,7 +346,7 @@ func (s *Server) getSession(ctx context.Context, in *sessionIDInput) (*sessionOu
 	if err != nil {
 		return nil, err
 	}
-	out := &sessionOutput{Body: sessionDetailOf(snap)}
+	out := &sessionOutput{Body: s.sessionDetail(snap)}
 	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
 		return nil, err
 	}

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // fill sets an input's value as typing it would, replacing what it held.
@@ -42,6 +44,7 @@ func TestDashboardConfiguresDecidesAndReviews(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts up with the real runtime and a browser; skipped with -short")
 	}
+	t.Setenv("AGENTBUS_TRACE_URL", "http://jaeger.example:16686/trace/{traceId}")
 	u := startUpWithRuntime(t)
 	b := newBrowser(t)
 	b.run("open the dashboard", chromedp.Navigate(u.base+"/ui/"))
@@ -138,8 +141,14 @@ func TestDashboardConfiguresDecidesAndReviews(t *testing.T) {
 
 	// The list: a search finds the session, a filter the template's, a
 	// chain reads as lineage, and a finished session is cancelled in bulk.
-	hello := u.start(map[string]any{"workingDirectory": "ui-hello", "objective": "Say hello"})
+	traceID := trace.TraceID(uuid.New())
+	hello := u.startTraced(traceID, map[string]any{"workingDirectory": "ui-hello", "objective": "Say hello", "budgetCapUsd": 5})
 	u.waitReview(hello)
+
+	// A session started in a trace links to it in the tracing UI.
+	b.run("the traced session", chromedp.Navigate(u.base+"/ui/#/sessions/"+hello))
+	b.waitText("#trace", "trace "+traceID.String())
+	assert.Equal(t, "http://jaeger.example:16686/trace/"+traceID.String(), eval[string](b, "read the trace link", `document.querySelector("#trace a").href`))
 	handoff := u.start(map[string]any{"workingDirectory": "ui-handoff", "objective": "Migrate the legacy package [scenario:handoff]"})
 	b.run("the list", chromedp.Navigate(u.base+"/ui/#/sessions"))
 	b.waitJS("five rows", `document.querySelectorAll("#sessions tbody tr").length === 5`)

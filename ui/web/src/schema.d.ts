@@ -3415,6 +3415,16 @@ export interface components {
             /** @description Which tool uses wait for the owner's approval. */
             toolApproval: components["schemas"]["ToolApproval"];
             /**
+             * @description The W3C trace id of the request that started the session (its traceparent, or the span agentbus started when it exports traces); absent when it came without one.
+             * @example 4bf92f3577b34da6a3ce929d0e0e4736
+             */
+            traceId?: string;
+            /**
+             * @description The trace in your tracing UI, when the server is configured with one (AGENTBUS_TRACE_URL).
+             * @example http://localhost:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736
+             */
+            traceUrl?: string;
+            /**
              * Format: date-time
              * @description When the session last changed.
              * @example 2026-03-01T09:45:00Z

@@ -137,6 +137,16 @@ export function SessionPage({ id }: { id: string }) {
             {" "}· part of chain <a href={`#/chains/${session.chainId}`}>{session.chainId.slice(0, 8)}</a>
           </>
         )}
+        {session.traceId && (
+          <span id="trace">
+            {" "}· trace{" "}
+            {session.traceUrl ? (
+              <a href={session.traceUrl} target="_blank" rel="noopener noreferrer"><code>{session.traceId}</code></a>
+            ) : (
+              <code>{session.traceId}</code>
+            )}
+          </span>
+        )}
       </p>
       {waiting && <WaitingLine waiting={waiting} />}
       {!over && <Controls session={session} onDone={reload} />}
