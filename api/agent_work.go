@@ -157,7 +157,7 @@ func (s *Server) agentHandOff(ctx context.Context, in *agentHandoffInput) (*agen
 	if err != nil {
 		return nil, err
 	}
-	return &agentHandoffOutput{Body: AgentHandoff{Session: sessionDetailOf(res.Session), HandoffDocumentID: res.HandoffDocument.ID}}, nil
+	return &agentHandoffOutput{Body: AgentHandoff{Session: s.sessionDetail(res.Session), HandoffDocumentID: res.HandoffDocument.ID}}, nil
 }
 
 func (s *Server) recordAgentMemoryPill(ctx context.Context, in *agentMemoryPillInput) (*agentMemoryPillOutput, error) {

@@ -312,6 +312,10 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	_, err := New(Config{}, Deps{})
 	assert.Error(t, err, "no secret and no JWKS")
+	_, err = New(Config{JWTSecret: testSecret, Workspace: "/workspace", TraceURL: "http://localhost:16686/trace/"}, Deps{})
+	assert.ErrorContains(t, err, "AGENTBUS_TRACE_URL", "a trace URL without the place of the trace id")
+	_, err = New(Config{JWTSecret: testSecret, Workspace: "/workspace", TraceURL: "http://localhost:16686/trace/{traceId}"}, Deps{})
+	assert.NoError(t, err)
 }
 
 // TestAVerifiedTokenIsHeldToItsTimes: a token verified once is known

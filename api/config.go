@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/feed"
@@ -14,6 +15,12 @@ import (
 // can sign a token with it, so it is used only when explicitly asked for
 // (`up` generates a secret of its own).
 const DevJWTSecret = "agentbus-dev-secret-do-not-use-in-production"
+
+// TraceIDPlaceholder is what Config.TraceURL holds where the trace id goes.
+const TraceIDPlaceholder = "{traceId}"
+
+// TraceURLEnv names the variable that sets Config.TraceURL.
+const TraceURLEnv = "AGENTBUS_TRACE_URL"
 
 // Config configures the HTTP API.
 type Config struct {
@@ -77,6 +84,12 @@ type Config struct {
 	// default 10s.
 	CommandTimeout time.Duration
 
+	// TraceURL, when set, links each session to its trace in a tracing UI
+	// (Jaeger, Tempo, ...): the URL with TraceIDPlaceholder replaced by the
+	// trace id, e.g. http://localhost:16686/trace/{traceId}
+	// (AGENTBUS_TRACE_URL).
+	TraceURL string
+
 	// Now is the clock the next due time of a schedule is told from;
 	// default time.Now.
 	Now func() time.Time
@@ -122,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workspace == "" || !filepath.IsAbs(string(c.Workspace)) {
 		return errors.New("api: Config.Workspace, an absolute path, is required")
+	}
+	if c.TraceURL != "" && !strings.Contains(c.TraceURL, TraceIDPlaceholder) {
+		return errors.New("api: Config.TraceURL (" + TraceURLEnv + ") must hold " + TraceIDPlaceholder + " where the trace id goes")
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (s *Server) sessionCommand(ctx context.Context, rawID, name string, data an
 	if err != nil {
 		return nil, err
 	}
-	out := &sessionOutput{Body: sessionDetailOf(snap)}
+	out := &sessionOutput{Body: s.sessionDetail(snap)}
 	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
 		return nil, err
 	}

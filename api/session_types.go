@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,8 @@ type SessionDetail struct {
 	ToolApproval      ToolApproval       `json:"toolApproval" doc:"Which tool uses wait for the owner's approval."`
 	PendingQuestion   *Question          `json:"pendingQuestion,omitempty" doc:"The question the session waits on (WaitingForInput)."`
 	PendingPermission *PermissionRequest `json:"pendingPermission,omitempty" doc:"The tool use waiting for approval (WaitingForApproval)."`
+	TraceID           string             `json:"traceId,omitempty" doc:"The W3C trace id of the request that started the session (its traceparent, or the span agentbus started when it exports traces); absent when it came without one." example:"4bf92f3577b34da6a3ce929d0e0e4736"`
+	TraceURL          string             `json:"traceUrl,omitempty" doc:"The trace in your tracing UI, when the server is configured with one (AGENTBUS_TRACE_URL)." example:"http://localhost:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"`
 	WaitingFor        *WaitingFor        `json:"waitingFor,omitempty" doc:"What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended."`
 	ReloadPending     bool               `json:"reloadPending" doc:"Whether a configuration reload waits for the sidecar's acknowledgement." example:"false"`
 	PausedAt          *time.Time         `json:"pausedAt,omitempty" doc:"When the session was paused, while it is." example:"2026-03-01T09:30:00Z"`
@@ -186,13 +189,23 @@ type PermissionRequest struct {
 
 func usd(u domain.USD) float64 { return u.Float64() }
 
+// sessionDetail is the session as the API answers it: sessionDetailOf,
+// with the link to its trace when the server has a tracing UI.
+func (s *Server) sessionDetail(snap domain.AgentSessionSnapshot) SessionDetail {
+	d := sessionDetailOf(snap)
+	if d.TraceID != "" && s.cfg.TraceURL != "" {
+		d.TraceURL = strings.ReplaceAll(s.cfg.TraceURL, TraceIDPlaceholder, d.TraceID)
+	}
+	return d
+}
+
 func sessionDetailOf(s domain.AgentSessionSnapshot) SessionDetail {
 	d := SessionDetail{
 		ID: s.ID, OwnerID: s.OwnerID, Name: s.Name, Status: string(s.Status), HasPendingReview: s.HasPendingReview,
 		WorkingDirectory: s.WorkingDirectory, Objective: s.Objective, ModelID: s.ModelID, Engine: s.Engine,
 		TemplateID: s.TemplateID, ChainID: s.ChainID, EnabledSkillIDs: s.EnabledSkillIDs,
 		ExecutionMode: string(s.ExecutionMode), Budget: budgetOf(s.Budget), Metrics: metricsOf(s.Metrics),
-		RetryCount: s.RetryCount, RetryInstruction: s.RetryInstruction, ToolApproval: toolApprovalOf(s.ToolApproval),
+		RetryCount: s.RetryCount, RetryInstruction: s.RetryInstruction, ToolApproval: toolApprovalOf(s.ToolApproval), TraceID: s.TraceID,
 		ReloadPending: s.ReloadPending, PausedAt: s.PausedAt, StartedAt: s.StartedAt, CompletedAt: s.CompletedAt,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Version: s.Version,
 	}

@@ -85,6 +85,7 @@ type SessionSummary struct {
 	ElapsedSeconds            int64      `json:"elapsedSeconds" doc:"How long the session has run (to its end, once ended); 0 before it starts." example:"754"`
 	EnabledSkillCount         int        `json:"enabledSkillCount" doc:"How many skills are enabled." example:"2"`
 	ChainID                   *uuid.UUID `json:"chainId,omitempty" format:"uuid" doc:"The chain the session belongs to, if any." example:"7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a"`
+	TemplateID                *uuid.UUID `json:"templateId,omitempty" format:"uuid" doc:"The template the session was configured from, if any." example:"3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"`
 	CreatedAt                 time.Time  `json:"createdAt" doc:"When the session was created." example:"2026-03-01T09:00:00Z"`
 	StartedAt                 *time.Time `json:"startedAt,omitempty" doc:"When it started running." example:"2026-03-01T09:00:05Z"`
 	CompletedAt               *time.Time `json:"completedAt,omitempty" doc:"When it ended." example:"2026-03-01T10:12:00Z"`
@@ -99,9 +100,10 @@ type SessionList struct {
 }
 
 type listSessionsInput struct {
-	Status   string `query:"status" enum:"Queued,Running,Interrupting,Interrupted,Pausing,Paused,Resuming,Cancelling,Cancelled,WaitingForInput,WaitingForApproval,Idle,ContextExhausted,Completed,Failed" doc:"Only the sessions in this status." example:"Running"`
-	Page     int    `query:"page" minimum:"1" default:"1" doc:"The page, from 1." example:"1"`
-	PageSize int    `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Sessions per page." example:"20"`
+	Status     string `query:"status" enum:"Queued,Running,Interrupting,Interrupted,Pausing,Paused,Resuming,Cancelling,Cancelled,WaitingForInput,WaitingForApproval,Idle,ContextExhausted,Completed,Failed" doc:"Only the sessions in this status." example:"Running"`
+	TemplateID string `query:"templateId" format:"uuid" doc:"Only the sessions configured from this template." example:"3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"`
+	Page       int    `query:"page" minimum:"1" default:"1" doc:"The page, from 1." example:"1"`
+	PageSize   int    `query:"pageSize" minimum:"1" maximum:"100" default:"20" doc:"Sessions per page." example:"20"`
 }
 
 type sessionListOutput struct {
@@ -242,7 +244,7 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 		return nil, err
 	}
 	out := &startSessionOutput{Location: "/api/agents/sessions/" + res.Session.ID.String()}
-	out.Body = StartSessionResponse{Session: sessionDetailOf(res.Session), APIKey: res.APIKey}
+	out.Body = StartSessionResponse{Session: s.sessionDetail(res.Session), APIKey: res.APIKey}
 	return out, nil
 }
 
@@ -282,8 +284,16 @@ func (s *Server) listSessions(ctx context.Context, in *listSessionsInput) (*sess
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.deps.Queries.ListSessions(ctx, queries.ListSessionsParams{Owner: owner,
-		Status: domain.SessionStatus(in.Status), Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}})
+	params := queries.ListSessionsParams{Owner: owner,
+		Status: domain.SessionStatus(in.Status), Paging: queries.Paging{Page: in.Page, PageSize: in.PageSize}}
+	if in.TemplateID != "" {
+		tmpl, err := parseID("query.templateId", in.TemplateID)
+		if err != nil {
+			return nil, err
+		}
+		params.TemplateID = &tmpl
+	}
+	page, err := s.deps.Queries.ListSessions(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +304,7 @@ func (s *Server) listSessions(ctx context.Context, in *listSessionsInput) (*sess
 			ID: it.ID, Name: it.Name, Status: string(it.Status), HasPendingReview: it.HasPendingReview,
 			TotalCostUsd: usd(it.TotalCostUsd), ContextWindowUsagePercent: it.ContextWindowUsagePercent,
 			TurnCount: it.TurnCount, ElapsedSeconds: int64(it.Elapsed / time.Second), EnabledSkillCount: it.EnabledSkillCount,
-			ChainID: it.ChainID, CreatedAt: it.CreatedAt, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt,
+			ChainID: it.ChainID, TemplateID: it.TemplateID, CreatedAt: it.CreatedAt, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt,
 		})
 	}
 	return out, nil
@@ -336,7 +346,7 @@ func (s *Server) getSession(ctx context.Context, in *sessionIDInput) (*sessionOu
 	if err != nil {
 		return nil, err
 	}
-	out := &sessionOutput{Body: sessionDetailOf(snap)}
+	out := &sessionOutput{Body: s.sessionDetail(snap)}
 	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
 		return nil, err
 	}

@@ -300,7 +300,7 @@ func (s *Server) consolidateSkill(ctx context.Context, in *consolidateSkillInput
 		return nil, err
 	}
 	return &consolidationOutput{Location: "/api/agents/sessions/" + res.Session.ID.String(), Body: Consolidation{
-		SkillID: sk.ID, PillIDs: pills, Session: sessionDetailOf(res.Session), APIKey: res.APIKey}}, nil
+		SkillID: sk.ID, PillIDs: pills, Session: s.sessionDetail(res.Session), APIKey: res.APIKey}}, nil
 }
 
 // consolidationObjective is the Skill Improvement objective: the task,

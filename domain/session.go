@@ -37,7 +37,10 @@ type AgentSession struct {
 	// engine is the sidecar engine the session's agent runs on, pinned
 	// when its first sidecar got its key: its conversation exists only in
 	// that engine.
-	engine           string
+	engine string
+	// traceID is the W3C trace id of the request that created the
+	// session, "" when it came without a trace.
+	traceID          string
 	enabledSkillIDs  []uuid.UUID
 	status           SessionStatus
 	hasPendingReview bool
@@ -92,7 +95,10 @@ type NewSessionParams struct {
 	ToolApproval *ToolApprovalPolicy
 	// Timeouts defaults to DefaultSessionTimeouts.
 	Timeouts *SessionTimeouts
-	Now      time.Time
+	// TraceID is the W3C trace id (32 lowercase hex digits) of the request
+	// that creates the session, if it came with a trace.
+	TraceID string
+	Now     time.Time
 }
 
 // NewAgentSession validates p and returns a Queued session that raised
@@ -171,6 +177,9 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 			return nil, err
 		}
 	}
+	if p.TraceID != "" && !validTraceID(p.TraceID) {
+		return nil, invalid("traceId", "must be 32 lowercase hex digits, not all zero")
+	}
 	now := p.Now.UTC()
 	s := &AgentSession{
 		id: p.ID, ownerID: p.OwnerID,
@@ -178,7 +187,7 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 		name: name, workingDirectory: dir, objective: objective, modelID: model,
 		enabledSkillIDs: skills, status: StatusQueued, executionMode: mode,
 		budget: budget, autoContinue: cloneAutoContinue(p.AutoContinue),
-		toolApproval: policy, timeouts: timeouts,
+		toolApproval: policy, timeouts: timeouts, traceID: p.TraceID,
 		createdAt: now, updatedAt: now,
 	}
 	s.raise(AgentSessionCreatedEvent{
@@ -187,6 +196,20 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 		BudgetCapUsd: budget.HardCapUsd,
 	})
 	return s, nil
+}
+
+// validTraceID reports whether id is a W3C trace id: 32 lowercase hex
+// digits, not all zero.
+func validTraceID(id string) bool {
+	if len(id) != 32 || strings.Trim(id, "0") == "" {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // nameFromObjective derives a session name: the objective's first line,

@@ -92,6 +92,10 @@ func (s *AgentSession) RetryCount() int { return s.retryCount }
 // before its first sidecar started.
 func (s *AgentSession) Engine() string { return s.engine }
 
+// TraceID returns the W3C trace id of the request that created the
+// session, or "" when it came without a trace.
+func (s *AgentSession) TraceID() string { return s.traceID }
+
 // RetryInstruction returns the extra instruction of the last retry, or "".
 func (s *AgentSession) RetryInstruction() string { return s.retryInstruction }
 

@@ -35,6 +35,7 @@ type AgentSessionSnapshot struct {
 	RetryCount        int                 `json:"retryCount"`
 	RetryInstruction  string              `json:"retryInstruction,omitempty"`
 	Engine            string              `json:"engine,omitempty"`
+	TraceID           string              `json:"traceId,omitempty"`
 	ToolApproval      ToolApprovalPolicy  `json:"toolApproval"`
 	Timeouts          SessionTimeouts     `json:"timeouts"`
 	PendingQuestion   *UserQuestion       `json:"pendingQuestion,omitempty"`
@@ -60,7 +61,7 @@ func (s *AgentSession) Snapshot() AgentSessionSnapshot {
 		ExecutionMode: s.executionMode, Budget: s.budget, Metrics: s.Metrics(),
 		AutoContinue: s.AutoContinue(), TaskList: s.TaskList(), Plan: s.Plan(),
 		APIKeyHash: s.apiKeyHash, SidecarKeyHash: s.sidecarKeyHash, Output: s.Output(), Failure: s.Failure(),
-		RetryCount: s.retryCount, RetryInstruction: s.retryInstruction, Engine: s.engine,
+		RetryCount: s.retryCount, RetryInstruction: s.retryInstruction, Engine: s.engine, TraceID: s.traceID,
 		ToolApproval: s.ToolApproval(), Timeouts: s.timeouts,
 		PendingQuestion: s.PendingQuestion(), PendingPermission: s.PendingPermission(),
 		PausedAt: s.PausedAt(), ReloadPending: s.reloadPending,
@@ -116,7 +117,7 @@ func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession
 		executionMode: snap.ExecutionMode, budget: snap.Budget, metrics: snap.Metrics.clone(),
 		autoContinue: cloneAutoContinue(snap.AutoContinue),
 		apiKeyHash:   snap.APIKeyHash, sidecarKeyHash: snap.SidecarKeyHash, output: clonePtr(snap.Output), failure: clonePtr(snap.Failure),
-		retryCount: snap.RetryCount, retryInstruction: snap.RetryInstruction, engine: snap.Engine,
+		retryCount: snap.RetryCount, retryInstruction: snap.RetryInstruction, engine: snap.Engine, traceID: snap.TraceID,
 		toolApproval: snap.ToolApproval.clone(), timeouts: snap.Timeouts,
 		permission: clonePtr(snap.PendingPermission), pausedAt: clonePtr(snap.PausedAt),
 		reloadPending: snap.ReloadPending, awaited: slices.Clone(snap.AwaitedAcks), sidecarCommandSeq: snap.SidecarCommandSeq,

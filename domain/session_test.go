@@ -35,6 +35,10 @@ func TestNewAgentSession(t *testing.T) {
 		{"duplicate skill", func(p *domain.NewSessionParams) { id := uuid.New(); p.EnabledSkillIDs = []uuid.UUID{id, id} }, "enabledSkillIds"},
 		{"unknown mode", func(p *domain.NewSessionParams) { p.ExecutionMode = "Batch" }, "executionMode"},
 		{"bad auto-continue", func(p *domain.NewSessionParams) { p.AutoContinue = &domain.AutoContinueConfig{} }, "autoContinue.maxContinuations"},
+		{"with a trace", func(p *domain.NewSessionParams) { p.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736" }, ""},
+		{"trace id too short", func(p *domain.NewSessionParams) { p.TraceID = "4bf92f35" }, "traceId"},
+		{"trace id in capitals", func(p *domain.NewSessionParams) { p.TraceID = "4BF92F3577B34DA6A3CE929D0E0E4736" }, "traceId"},
+		{"trace id all zero", func(p *domain.NewSessionParams) { p.TraceID = strings.Repeat("0", 32) }, "traceId"},
 		{"bad policy", func(p *domain.NewSessionParams) {
 			p.ToolApproval = &domain.ToolApprovalPolicy{Mode: domain.ApprovalList, Timeout: 1, OnTimeout: domain.TimeoutDeny}
 		}, "toolApproval.tools"},
@@ -57,6 +61,10 @@ func TestNewAgentSession(t *testing.T) {
 			assert.True(t, strings.HasPrefix(p.Objective, strings.TrimSuffix(s.Name(), "…")), "the name defaults to the objective's first line")
 			assert.LessOrEqual(t, len([]rune(s.Name())), domain.MaxSessionNameChars)
 			assert.Equal(t, domain.ModeStandalone, s.ExecutionMode())
+			assert.Equal(t, p.TraceID, s.TraceID())
+			restored, err := domain.UnmarshalAgentSessionFromDatabase(s.Snapshot())
+			require.NoError(t, err)
+			assert.Equal(t, p.TraceID, restored.TraceID(), "the trace id is kept")
 			assert.Equal(t, domain.DefaultWarnAtPercent, s.Budget().WarnAtPercent)
 			assert.Equal(t, domain.DefaultToolApprovalPolicy(), s.ToolApproval())
 			assert.Equal(t, domain.DefaultSessionTimeouts(), s.Timeouts())

@@ -165,6 +165,32 @@ func TestListSessions(t *testing.T) {
 		})
 	}
 
+	t.Run("by template", func(t *testing.T) {
+		carol, tmpl := uuid.New(), uuid.New()
+		var fromTemplate uuid.UUID
+		for _, template := range []*uuid.UUID{&tmpl, nil, new(uuid.New())} {
+			s, err := domain.NewAgentSession(domain.NewSessionParams{
+				ID: uuid.New(), OwnerID: carol, WorkingDirectory: "/work/repo", Objective: "Nightly checks",
+				ModelID: "claude-sonnet-4-5", Budget: domain.SessionBudget{HardCapUsd: domain.Dollars(10), WarnAtPercent: 80},
+				TemplateID: template, Now: t0,
+			})
+			require.NoError(t, err)
+			require.NoError(t, pgx.BeginFunc(ctx, f.db, func(tx pgx.Tx) error { return postgres.Sessions{}.Add(ctx, tx, s) }))
+			if template == &tmpl {
+				fromTemplate = s.ID()
+			}
+		}
+		page, err := f.store.ListSessions(ctx, queries.ListSessionsParams{Owner: carol, TemplateID: &tmpl})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1)
+		assert.Equal(t, 1, page.Total)
+		assert.Equal(t, fromTemplate, page.Items[0].ID)
+		assert.Equal(t, &tmpl, page.Items[0].TemplateID)
+		page, err = f.store.ListSessions(ctx, queries.ListSessionsParams{Owner: carol, Status: domain.StatusQueued, TemplateID: &tmpl})
+		require.NoError(t, err)
+		assert.Equal(t, 1, page.Total, "with a status too")
+	})
+
 	t.Run("summary fields", func(t *testing.T) {
 		page, err := f.store.ListSessions(ctx, queries.ListSessionsParams{Owner: alice, Status: domain.StatusRunning, Paging: queries.Paging{PageSize: 1}})
 		require.NoError(t, err)

@@ -61,6 +61,7 @@ type SessionSummary struct {
 	Elapsed           time.Duration
 	EnabledSkillCount int
 	ChainID           *uuid.UUID
+	TemplateID        *uuid.UUID
 	CreatedAt         time.Time
 	StartedAt         *time.Time
 	CompletedAt       *time.Time
@@ -72,6 +73,9 @@ type ListSessionsParams struct {
 	Owner uuid.UUID
 	// Status, when set, keeps only the sessions in that status.
 	Status domain.SessionStatus
+	// TemplateID, when set, keeps only the sessions configured from that
+	// template.
+	TemplateID *uuid.UUID
 	Paging
 }
 
@@ -83,8 +87,12 @@ func (s *Store) ListSessions(ctx context.Context, p ListSessionsParams) (Page[Se
 		if !p.Status.IsValid() {
 			return Page[SessionSummary]{}, &domain.ValidationError{FieldName: "status", Message: fmt.Sprintf("unknown session status %q", p.Status)}
 		}
-		where += " AND status = $2"
 		args = append(args, string(p.Status))
+		where += fmt.Sprintf(" AND status = $%d", len(args))
+	}
+	if p.TemplateID != nil {
+		args = append(args, *p.TemplateID)
+		where += fmt.Sprintf(" AND template_id = $%d", len(args))
 	}
 	now := s.now()
 	return listPage(ctx, s.db, where, args, p.Paging, func(snap domain.AgentSessionSnapshot) SessionSummary {
@@ -97,7 +105,7 @@ func summarize(snap domain.AgentSessionSnapshot, now time.Time) SessionSummary {
 		ID: snap.ID, Name: snap.Name, Status: snap.Status, HasPendingReview: snap.HasPendingReview,
 		TotalCostUsd: snap.Metrics.TotalCostUsd, ContextWindowUsagePercent: snap.Metrics.ContextWindowUsagePercent(),
 		TurnCount: snap.Metrics.TurnCount, Elapsed: elapsed(snap, now), EnabledSkillCount: len(snap.EnabledSkillIDs),
-		ChainID: snap.ChainID, CreatedAt: snap.CreatedAt, StartedAt: snap.StartedAt, CompletedAt: snap.CompletedAt,
+		ChainID: snap.ChainID, TemplateID: snap.TemplateID, CreatedAt: snap.CreatedAt, StartedAt: snap.StartedAt, CompletedAt: snap.CompletedAt,
 	}
 }
 

@@ -52,7 +52,7 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 	if err != nil {
 		return nil, err
 	}
-	srv, err := api.New(withMCPPolicy(withJWTClaims(api.Config{JWTSecret: jwtSecret, Workspace: ws})), api.Deps{
+	srv, err := api.New(withTraceURL(withMCPPolicy(withJWTClaims(api.Config{JWTSecret: jwtSecret, Workspace: ws}))), api.Deps{
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),

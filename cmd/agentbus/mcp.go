@@ -17,3 +17,10 @@ func withMCPPolicy(cfg api.Config) api.Config {
 	cfg.WebhookAllowPrivate = os.Getenv(webhooks.AllowPrivateEnv) == "1"
 	return cfg
 }
+
+// withTraceURL is cfg linking each session to its trace in the tracing UI
+// AGENTBUS_TRACE_URL names, e.g. http://localhost:16686/trace/{traceId}.
+func withTraceURL(cfg api.Config) api.Config {
+	cfg.TraceURL = os.Getenv(api.TraceURLEnv)
+	return cfg
+}

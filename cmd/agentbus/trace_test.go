@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -138,4 +140,60 @@ func pauseAck(t *testing.T, rdb *redis.Client, sessionID string) string {
 	}
 	t.Fatalf("session %s has no pause_ack entry", sessionID)
 	return ""
+}
+
+// TestASessionLinksToItsTrace starts a session with a request that
+// carries the caller's trace: the session keeps the trace id, links to it
+// in the tracing UI AGENTBUS_TRACE_URL names, and `sessions show` prints
+// both.
+func TestASessionLinksToItsTrace(t *testing.T) {
+	t.Setenv("AGENTBUS_TRACE_URL", "http://jaeger.example:16686/trace/{traceId}")
+	bin := buildAgentbus(t)
+	u := startUpWithRuntime(t)
+	caller := trace.TraceID(uuid.New())
+	id := u.startTraced(caller, map[string]any{"workingDirectory": "traced", "objective": "Say hello", "budgetCapUsd": 5})
+
+	var detail struct {
+		TraceID  string `json:"traceId"`
+		TraceURL string `json:"traceUrl"`
+	}
+	u.Must(http.MethodGet, "/api/agents/sessions/"+id, nil, &detail)
+	assert.Equal(t, caller.String(), detail.TraceID, "the trace of the request that started it")
+	assert.Equal(t, "http://jaeger.example:16686/trace/"+caller.String(), detail.TraceURL)
+
+	c := &cliUnderTest{t: t, bin: bin, api: u.base, token: u.token}
+	assert.Regexp(t, `(?m)^Trace\s+`+caller.String()+` http://jaeger\.example:16686/trace/`+caller.String()+`$`, c.must("sessions", "show", id))
+
+	// A session started without a trace has none to link to.
+	untraced := u.start(map[string]any{"workingDirectory": "untraced", "objective": "Say hello"})
+	var plain map[string]any
+	u.Must(http.MethodGet, "/api/agents/sessions/"+untraced, nil, &plain)
+	assert.NotContains(t, plain, "traceId")
+	assert.NotContains(t, plain, "traceUrl")
+	assert.NotContains(t, c.must("sessions", "show", untraced), "Trace")
+}
+
+// startTraced starts a session with a request in the caller's trace and
+// returns its id.
+func (u *upUnderTest) startTraced(traceID trace.TraceID, body map[string]any) string {
+	u.t.Helper()
+	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
+	raw, err := json.Marshal(body)
+	require.NoError(u.t, err)
+	req, err := http.NewRequest(http.MethodPost, u.base+"/api/agents/sessions", bytes.NewReader(raw))
+	require.NoError(u.t, err)
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", tracing.Traceparent(trace.ContextWithRemoteSpanContext(context.Background(), caller)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(u.t, err)
+	defer resp.Body.Close()
+	require.Equal(u.t, http.StatusCreated, resp.StatusCode)
+	var started struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	require.NoError(u.t, json.NewDecoder(resp.Body).Decode(&started))
+	return started.Session.ID
 }

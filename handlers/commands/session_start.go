@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/internal/tracing"
 	"github.com/agentbus/agentbus/postgres"
 )
 
@@ -40,6 +41,9 @@ func startSession(now Clock) Handler {
 			Name: in.Name, WorkingDirectory: in.WorkingDirectory, Objective: in.Objective,
 			ModelID: in.ModelID, EnabledSkillIDs: in.SkillIDs,
 			AutoContinue: in.AutoContinue, ToolApproval: in.ToolApproval, Now: now().UTC(),
+			// The trace of the command: the request's that started the
+			// session, or the schedule's or the handoff's.
+			TraceID: tracing.TraceID(ctx),
 		}
 		if in.ChainID != nil {
 			if err := requireLiveChain(ctx, tx, *in.ChainID, owner); err != nil {

@@ -38,6 +38,8 @@ type Session struct {
 	Objective        string    `json:"objective"`
 	ModelID          string    `json:"modelId"`
 	ChainID          string    `json:"chainId"`
+	TraceID          string    `json:"traceId"`
+	TraceURL         string    `json:"traceUrl"`
 	RetryCount       int       `json:"retryCount"`
 	CreatedAt        time.Time `json:"createdAt"`
 	Budget           struct {

@@ -81,6 +81,16 @@ func Traceparent(ctx context.Context) string {
 	return c[Field]
 }
 
+// TraceID returns the W3C trace id of ctx's span (32 lowercase hex
+// digits), or "" when ctx carries no valid span context.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
 // WithTraceparent returns ctx continuing the trace of traceparent tp, as a
 // remote parent. A missing or malformed tp leaves ctx as it is.
 func WithTraceparent(ctx context.Context, tp string) context.Context {

@@ -95,6 +95,9 @@ func showSession(w io.Writer, s client.Session) error {
 	if s.ChainID != "" {
 		t.row("Chain", s.ChainID)
 	}
+	if s.TraceID != "" {
+		t.row("Trace", strings.TrimSpace(s.TraceID+" "+s.TraceURL))
+	}
 	if w := s.WaitingFor; w != nil {
 		t.row("Waiting for", waitingText(*w))
 	}

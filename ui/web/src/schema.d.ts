@@ -3415,6 +3415,16 @@ export interface components {
             /** @description Which tool uses wait for the owner's approval. */
             toolApproval: components["schemas"]["ToolApproval"];
             /**
+             * @description The W3C trace id of the request that started the session (its traceparent, or the span agentbus started when it exports traces); absent when it came without one.
+             * @example 4bf92f3577b34da6a3ce929d0e0e4736
+             */
+            traceId?: string;
+            /**
+             * @description The trace in your tracing UI, when the server is configured with one (AGENTBUS_TRACE_URL).
+             * @example http://localhost:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736
+             */
+            traceUrl?: string;
+            /**
              * Format: date-time
              * @description When the session last changed.
              * @example 2026-03-01T09:45:00Z
@@ -3781,6 +3791,12 @@ export interface components {
              * @enum {string}
              */
             status: "Queued" | "Running" | "Interrupting" | "Interrupted" | "Pausing" | "Paused" | "Resuming" | "Cancelling" | "Cancelled" | "WaitingForInput" | "WaitingForApproval" | "Idle" | "ContextExhausted" | "Completed" | "Failed";
+            /**
+             * Format: uuid
+             * @description The template the session was configured from, if any.
+             * @example 3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f
+             */
+            templateId?: string;
             /**
              * Format: double
              * @description What the session spent, in US dollars.
@@ -8783,6 +8799,8 @@ export interface operations {
             query?: {
                 /** @description Only the sessions in this status. */
                 status?: "Queued" | "Running" | "Interrupting" | "Interrupted" | "Pausing" | "Paused" | "Resuming" | "Cancelling" | "Cancelled" | "WaitingForInput" | "WaitingForApproval" | "Idle" | "ContextExhausted" | "Completed" | "Failed";
+                /** @description Only the sessions configured from this template. */
+                templateId?: string;
                 /** @description The page, from 1. */
                 page?: number;
                 /** @description Sessions per page. */

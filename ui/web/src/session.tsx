@@ -137,6 +137,16 @@ export function SessionPage({ id }: { id: string }) {
             {" "}· part of chain <a href={`#/chains/${session.chainId}`}>{session.chainId.slice(0, 8)}</a>
           </>
         )}
+        {session.traceId && (
+          <span id="trace">
+            {" "}· trace{" "}
+            {session.traceUrl ? (
+              <a href={session.traceUrl} target="_blank" rel="noopener noreferrer"><code>{session.traceId}</code></a>
+            ) : (
+              <code>{session.traceId}</code>
+            )}
+          </span>
+        )}
       </p>
       {waiting && <WaitingLine waiting={waiting} />}
       {!over && <Controls session={session} onDone={reload} />}
@@ -189,11 +199,21 @@ function useAction(onDone: () => void) {
   return { error, busy, run };
 }
 
+// cancelWaits says, for a status that waits for the sidecar to confirm a
+// request, when a cancel becomes possible: a session takes one request at
+// a time.
+const cancelWaits: Partial<Record<Session["status"], string>> = {
+  Pausing: "Cancel once it has paused: it pauses when the running tool call ends.",
+  Interrupting: "Cancel once the interrupt has stopped the turn.",
+  Resuming: "Cancel once it runs again.",
+};
+
 function Controls({ session, onDone }: { session: Session; onDone: () => void }) {
   const { error, busy, run } = useAction(onDone);
   const path = { params: { path: { id: session.id } } };
   const s = session.status;
   const live = !["Completed", "Cancelled", "Failed", "ContextExhausted"].includes(s);
+  const cancelLater = cancelWaits[s];
   return (
     <div class="controls">
       <button id="pause" disabled={busy || s !== "Running"} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/pause", path))}>
@@ -205,9 +225,11 @@ function Controls({ session, onDone }: { session: Session; onDone: () => void })
       <button id="interrupt" disabled={busy || s !== "Running"} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/interrupt", path))}>
         {s === "Interrupting" ? "Interrupting…" : "Interrupt"}
       </button>
-      <button id="cancel" class="danger" disabled={busy || !live || s === "Cancelling"} onClick={() => run(() => api.POST("/api/agents/sessions/{id}/cancel", path))}>
+      <button id="cancel" class="danger" disabled={busy || !live || s === "Cancelling" || !!cancelLater} title={cancelLater}
+        onClick={() => run(() => api.POST("/api/agents/sessions/{id}/cancel", path))}>
         {s === "Cancelling" ? "Cancelling…" : "Cancel"}
       </button>
+      {cancelLater && <span class="muted" id="cancel-note">{cancelLater}</span>}
       {error && <span class="error">{error}</span>}
     </div>
   );

@@ -26,12 +26,13 @@ export function PoolGauge({ pool }: { pool: Schemas["PoolUtilization"] | null })
 type Sort = "newest" | "oldest" | "cost" | "name";
 const pageSize = 25;
 
-// listAll reads every page of the caller's sessions in status (up to a
-// thousand): search, filters and sorting then work on all of them.
-async function listAll(status: Status | undefined): Promise<{ items: SessionSummary[]; error?: unknown }> {
+// listAll reads every page of the caller's sessions in status and of
+// templateId (up to a thousand): search, filters and sorting then work on
+// all of them.
+async function listAll(status: Status | undefined, templateId: string | undefined): Promise<{ items: SessionSummary[]; error?: unknown }> {
   const items: SessionSummary[] = [];
   for (let page = 1; page <= 10; page++) {
-    const { data, error } = await api.GET("/api/agents/sessions", { params: { query: { status, page, pageSize: 100 } } });
+    const { data, error } = await api.GET("/api/agents/sessions", { params: { query: { status, templateId, page, pageSize: 100 } } });
     if (error) return { items, error };
     items.push(...data.items);
     if (page * data.pageSize >= data.total) break;
@@ -39,8 +40,39 @@ async function listAll(status: Status | undefined): Promise<{ items: SessionSumm
   return { items };
 }
 
+type Chain = Schemas["ChainDetail"];
+
+// A row of the list: a session, and where it stands in its chain.
+type Row = { s: SessionSummary; chain?: Chain; position?: number; previous?: Schemas["ChainedSession"] };
+
+// lineage keeps the sessions of a chain together, in the chain's order,
+// where its first shown session falls in rows: each one after the first
+// continues the one before it.
+function lineage(rows: SessionSummary[], chains: Record<string, Chain>): Row[] {
+  const out: Row[] = [];
+  const placed = new Set<string>();
+  for (const s of rows) {
+    if (placed.has(s.id)) continue;
+    const chain = s.chainId ? chains[s.chainId] : undefined;
+    if (!chain || !chain.sessions.some((c) => c.sessionId === s.id)) {
+      out.push({ s });
+      continue;
+    }
+    for (const c of chain.sessions) {
+      const member = rows.find((r) => r.id === c.sessionId);
+      if (!member || placed.has(member.id)) continue;
+      placed.add(member.id);
+      out.push({ s: member, chain, position: c.position, previous: chain.sessions.find((p) => p.position === c.position - 1) });
+    }
+  }
+  return out;
+}
+
 export function SessionList({ template }: { template: string }) {
   const [filter, setFilter] = useState("");
+  const [templateFilter, setTemplateFilter] = useState("");
+  const [templates, setTemplates] = useState<Schemas["TemplateSummary"][]>([]);
+  const [chains, setChains] = useState<Record<string, Chain>>({});
   const [search, setSearch] = useState("");
   const [minCost, setMinCost] = useState("");
   const [since, setSince] = useState("");
@@ -56,7 +88,7 @@ export function SessionList({ template }: { template: string }) {
     let stale = false;
     (async () => {
       const status = filter && filter !== awaitingReview ? (filter as Status) : filter === awaitingReview ? "Idle" : undefined;
-      const [list, p] = await Promise.all([listAll(status), api.GET("/api/agents/pool")]);
+      const [list, p] = await Promise.all([listAll(status, templateFilter || undefined), api.GET("/api/agents/pool")]);
       if (stale) return;
       if (list.error) return setError(problem(list.error));
       let rows = list.items;
@@ -67,7 +99,30 @@ export function SessionList({ template }: { template: string }) {
     return () => {
       stale = true;
     };
-  }, [filter, changes]);
+  }, [filter, templateFilter, changes]);
+
+  useEffect(() => {
+    api.GET("/api/agents/templates", { params: { query: { pageSize: 100 } } }).then(({ data }) => data && setTemplates(data.items));
+  }, []);
+
+  // The chains of the listed sessions, for their lineage.
+  const chainIds = [...new Set(items.map((s) => s.chainId).filter((c): c is string => !!c))].sort().join(",");
+  useEffect(() => {
+    if (!chainIds) return setChains({});
+    let stale = false;
+    const ids = chainIds.split(",");
+    Promise.all(ids.map((id) => api.GET("/api/agents/chains/{id}", { params: { path: { id } } }))).then((results) => {
+      if (stale) return;
+      const found: Record<string, Chain> = {};
+      results.forEach((r, i) => {
+        if (r.data) found[ids[i]] = r.data;
+      });
+      setChains(found);
+    });
+    return () => {
+      stale = true;
+    };
+  }, [chainIds, changes]);
 
   // Any event of any of the caller's sessions may change a row.
   useEffect(() => {
@@ -89,9 +144,13 @@ export function SessionList({ template }: { template: string }) {
       : sort === "name" ? a.name.localeCompare(b.name)
       : sort === "oldest" ? Date.parse(a.createdAt) - Date.parse(b.createdAt)
       : Date.parse(b.createdAt) - Date.parse(a.createdAt));
-  const pages = Math.max(1, Math.ceil(shown.length / pageSize));
-  const onPage = shown.slice((Math.min(page, pages) - 1) * pageSize, Math.min(page, pages) * pageSize);
-  const cancellable = (s: SessionSummary) => !["Completed", "Cancelled", "Cancelling", "Failed"].includes(s.status);
+  const rows = lineage(shown, chains);
+  const pages = Math.max(1, Math.ceil(rows.length / pageSize));
+  const onPage = rows.slice((Math.min(page, pages) - 1) * pageSize, Math.min(page, pages) * pageSize);
+  // A session waiting for the confirmation of a pause, interrupt or
+  // resume takes no cancel until it has it.
+  const cancellable = (s: SessionSummary) =>
+    !["Completed", "Cancelled", "Cancelling", "Failed", "ContextExhausted", "Pausing", "Interrupting", "Resuming"].includes(s.status);
   const cancelSelected = async () => {
     const results = await Promise.all(selected.map((id) => api.POST("/api/agents/sessions/{id}/cancel", { params: { path: { id } } })));
     const failed = results.filter((r) => r.error).length;
@@ -116,6 +175,15 @@ export function SessionList({ template }: { template: string }) {
             <option value={awaitingReview}>Awaiting Review</option>
             {statuses.map((s) => (
               <option value={s}>{statusLabel(s)}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Template{" "}
+          <select id="template-filter" value={templateFilter} onChange={(e) => { setTemplateFilter(e.currentTarget.value); setPage(1); }}>
+            <option value="">Any</option>
+            {templates.map((t) => (
+              <option value={t.id}>{t.name}</option>
             ))}
           </select>
         </label>
@@ -148,14 +216,23 @@ export function SessionList({ template }: { template: string }) {
           </tr>
         </thead>
         <tbody>
-          {onPage.map((s) => (
-            <tr data-session={s.id}>
+          {onPage.map(({ s, chain, position, previous }) => (
+            <tr data-session={s.id} data-chain={chain?.id} data-position={position} class={position && position > 1 ? "continued" : undefined}>
               <td>
                 <input type="checkbox" class="pick" disabled={!cancellable(s)} checked={selected.includes(s.id)}
                   onChange={(e) => setSelected(e.currentTarget.checked ? [...selected, s.id] : selected.filter((x) => x !== s.id))} />
               </td>
               <td>
                 <a href={`#/sessions/${s.id}`}>{s.name || s.id.slice(0, 8)}</a>
+                {chain && (
+                  <div class="lineage muted">
+                    {previous ? (
+                      <>↳ continues <a href={`#/sessions/${previous.sessionId}`}>{previous.name || previous.sessionId.slice(0, 8)}</a> · </>
+                    ) : null}
+                    <a href={`#/chains/${chain.id}`}>chain</a> {position}/{chain.sessions.length}
+                  </div>
+                )}
+                {s.templateId && <div class="muted template-of">{templates.find((t) => t.id === s.templateId)?.name ?? "from a template"}</div>}
               </td>
               <td>
                 <span class={`status s-${s.status}`}>{s.status === "Idle" && s.hasPendingReview ? "Awaiting Review" : statusLabel(s.status)}</span>
@@ -172,7 +249,7 @@ export function SessionList({ template }: { template: string }) {
       {pages > 1 && (
         <p class="row pager">
           <button class="secondary" disabled={page <= 1} onClick={() => setPage(page - 1)}>Previous</button>
-          Page {Math.min(page, pages)} of {pages} ({shown.length} sessions)
+          Page {Math.min(page, pages)} of {pages} ({rows.length} sessions)
           <button class="secondary" disabled={page >= pages} onClick={() => setPage(page + 1)}>Next</button>
         </p>
       )}
