@@ -145,6 +145,24 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		}, 2*wait, 50*time.Millisecond, "the reply and turn three are turns 3 and 4")
 	})
 
+	t.Run("the command line lists, forks and rewinds", func(t *testing.T) {
+		c := &cliUnderTest{t: t, bin: buildAgentbus(t), api: u.base, token: u.token}
+		u.waitReview(id)
+		list := c.must("sessions", "checkpoints", id)
+		assert.Contains(t, list, "3 (rewound)")
+		assert.Contains(t, list, "Replaced main (turn three).")
+		fork := c.id("sessions", "fork", id, "1")
+		u.waitStatus(fork, "Idle")
+		var s sessionWithDir
+		u.Must(http.MethodGet, "/api/agents/sessions/"+fork, nil, &s)
+		assert.Equal(t, filesAfterTurn[1], dirFiles(t, s.WorkingDirectory))
+
+		c.must("sessions", "rewind", id, "1")
+		u.waitFiles(dir, filesAfterTurn[1], "after the rewind to turn 1")
+		c.fails(3, "checkpoint", "sessions", "rewind", id, "9")
+		c.fails(2, "TURN", "sessions", "fork", id, "one")
+	})
+
 	t.Run("invalid requests", func(t *testing.T) {
 		base := "/api/agents/sessions/" + id
 		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, base+"/fork", map[string]any{"checkpoint": 9}, nil))
