@@ -104,7 +104,17 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 		interruptTimeout: timeout, id: id, resumable: resumed,
 		requests: map[string]context.CancelFunc{}, waits: map[string]*personWait{},
 	}
+	if at := s.Config.ResumeAt; at != "" {
+		// A position comes from an event the session's sidecar wrote:
+		// only a chain entry's uuid reaches the command line.
+		if _, err := uuid.Parse(at); err != nil {
+			return nil, fmt.Errorf("claude: resume position %q is not a message uuid", at)
+		}
+	}
 	if resumed && s.Config.ForkEngineSession {
+		if _, err := uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("claude: engine session %q to fork is not a session uuid", id)
+		}
 		// A conversation of its own, holding the resumed one up to
 		// ResumeAt; the resumed one is left as it was.
 		sess.id, sess.resumable = uuid.NewString(), false
