@@ -169,9 +169,16 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, base+"/rewind", map[string]any{"checkpoint": 9}, nil))
 		assert.Equal(t, http.StatusUnprocessableEntity, u.Call(http.MethodPost, base+"/fork", map[string]any{"checkpoint": -1}, nil))
 		assert.Equal(t, http.StatusUnprocessableEntity, u.Call(http.MethodPost, base+"/rewind", map[string]any{}, nil))
-		other := "/api/agents/sessions/" + uuid.NewString()
-		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, other+"/fork", map[string]any{"checkpoint": 1}, nil))
+		missing := "/api/agents/sessions/" + uuid.NewString()
+		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, missing+"/fork", map[string]any{"checkpoint": 1}, nil))
+		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, missing+"/checkpoints", nil, nil))
+		// Another owner's session, with checkpoints of its own, is not
+		// there for this owner.
+		otherID, _ := u.OtherOwnerSession(runtimeSecret, u.workspace, "not yours")
+		other := "/api/agents/sessions/" + otherID
 		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, other+"/checkpoints", nil, nil))
+		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, other+"/fork", map[string]any{"checkpoint": 1}, nil))
+		assert.Equal(t, http.StatusNotFound, u.Call(http.MethodPost, other+"/rewind", map[string]any{"checkpoint": 1}, nil))
 
 		u.waitReview(id)
 		u.Must(http.MethodPost, base+"/approve", nil, nil)
