@@ -69,6 +69,26 @@ func pickCheckpoint(all []Checkpoint, id uuid.UUID, turn int) (Checkpoint, error
 	return Checkpoint{}, &NotFoundError{Entity: "checkpoint", ID: fmt.Sprintf("%s turn %d", id, turn)}
 }
 
+// Rewound reports whether the activity item at cursor came after a
+// checkpoint the session was later rewound to, and before the rewind:
+// what it records is no longer on the session's line.
+func Rewound(cps []Checkpoint, cursor int64) bool {
+	for j, c := range cps {
+		// A checkpoint whose turn an earlier one reached is a rewind's
+		// restored state; the rewind went back to the newest earlier
+		// checkpoint of that turn.
+		for i := j - 1; i >= 0; i-- {
+			if cps[i].Turn == c.Turn {
+				if cursor > cps[i].Cursor && cursor < c.Cursor {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
 // SessionCheckpoints returns the checkpoints the session's sidecars
 // reported, oldest first, read from its activity (each turn_completed
 // item carries its raw data).

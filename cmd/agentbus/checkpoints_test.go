@@ -135,6 +135,21 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		assert.Equal(t, []bool{false, true, true, false}, []bool{after[0].Rewound, after[1].Rewound, after[2].Rewound, after[3].Rewound})
 		assert.Equal(t, 2, after[3].Turn)
 		assert.Equal(t, cps[1].Tree, after[3].Tree)
+		// Turn three stays in the activity, marked rewound; turn two is not.
+		var activity struct {
+			Items []struct {
+				Summary string `json:"summary"`
+				Rewound bool   `json:"rewound"`
+			} `json:"items"`
+		}
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/activity?limit=1000", nil, &activity)
+		rewound := map[string]bool{}
+		for _, it := range activity.Items {
+			rewound[it.Summary] = it.Rewound
+		}
+		require.Contains(t, rewound, "Replaced main (turn three).")
+		assert.True(t, rewound["Replaced main (turn three)."])
+		assert.False(t, rewound["Added a package (turn two)."])
 
 		// The agent resumes after turn 2: a follow-up brings turn three again.
 		u.FollowUp(id, "Go on", "Queued")
