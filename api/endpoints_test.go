@@ -90,6 +90,9 @@ var knownMissing = []string{}
 // session's composed configuration, and the live streams (SSE instead of
 // the seed's WebSocket hub), and the owners' webhooks.
 var beyondSeed = []string{
+	"GET /api/agents/sessions/{id}/checkpoints",
+	"POST /api/agents/sessions/{id}/fork",
+	"POST /api/agents/sessions/{id}/rewind",
 	"GET /api/agents/sessions/{id}/config",
 	"GET /api/agents/sessions/{id}/permissions",
 	"POST /api/agents/sessions/{id}/permissions/{requestId}/allow",

@@ -158,6 +158,7 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addPoolRoutes(api)
 	s.addAgentRoutes(api)
 	s.addTranscriptRoutes(api)
+	s.addCheckpointRoutes(api)
 	s.addChainRoutes(api)
 	s.addTemplateRoutes(api)
 	s.addSkillRoutes(api)

@@ -29,6 +29,7 @@ type SessionDetail struct {
 	Engine            string             `json:"engine,omitempty" enum:"script,claude" doc:"The sidecar engine the agent runs on, fixed when its first sidecar started: a runtime of another engine leaves the session waiting rather than switch it." example:"claude"`
 	TemplateID        *uuid.UUID         `json:"templateId,omitempty" format:"uuid" doc:"The template the session was configured from, if any." example:"3c9d2e1f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"`
 	ChainID           *uuid.UUID         `json:"chainId,omitempty" format:"uuid" doc:"The chain the session belongs to, if any." example:"7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a"`
+	ForkedFrom        *ForkedFrom        `json:"forkedFrom,omitempty" doc:"The checkpoint the session was forked from, for a fork."`
 	EnabledSkillIDs   []uuid.UUID        `json:"enabledSkillIds" nullable:"false" format:"uuid" doc:"The skills enabled on the session."`
 	ExecutionMode     string             `json:"executionMode" enum:"Standalone,ParallelBatch,SequentialQueue" doc:"How the session was launched." example:"Standalone"`
 	Budget            SessionBudget      `json:"budget" doc:"The spending cap and what was spent."`
@@ -211,6 +212,9 @@ func sessionDetailOf(s domain.AgentSessionSnapshot) SessionDetail {
 	}
 	if d.EnabledSkillIDs == nil {
 		d.EnabledSkillIDs = []uuid.UUID{}
+	}
+	if f := s.ForkedFrom; f != nil {
+		d.ForkedFrom = &ForkedFrom{SessionID: f.SessionID, Checkpoint: f.Turn}
 	}
 	if a := s.AutoContinue; a != nil {
 		ac := &AutoContinue{MaxContinuations: a.MaxContinuations, CurrentContinuationCount: a.CurrentContinuationCount,

@@ -88,6 +88,7 @@ type ActivityItem struct {
 	ToolName   string     `json:"toolName,omitempty" doc:"The tool, for tool items." example:"Bash"`
 	Timestamp  time.Time  `json:"timestamp" doc:"When it happened." example:"2026-03-01T09:00:05Z"`
 	Cursor     int64      `json:"cursor" doc:"The item's position: pass the last one's as after to read on." example:"1042"`
+	Rewound    bool       `json:"rewound,omitempty" doc:"The session was later rewound to a checkpoint before this item: it is kept, but no longer on the session's line." example:"false"`
 }
 
 // ActivityPage is a run of a session's activity.
@@ -255,10 +256,15 @@ func (s *Server) getActivity(ctx context.Context, in *activityInput) (*activityO
 	if err != nil {
 		return nil, err
 	}
+	cps, err := s.deps.Queries.Checkpoints(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
 	out := &activityOutput{Body: ActivityPage{Items: make([]ActivityItem, 0, len(page.Items)), NextCursor: page.NextCursor}}
 	for _, it := range page.Items {
 		out.Body.Items = append(out.Body.Items, ActivityItem{ID: it.ID, SessionID: it.SessionID, SubAgentID: it.SubAgentID,
-			Type: string(it.Type), Summary: it.Summary, Detail: it.Detail, ToolName: it.ToolName, Timestamp: it.Timestamp, Cursor: it.Cursor})
+			Type: string(it.Type), Summary: it.Summary, Detail: it.Detail, ToolName: it.ToolName, Timestamp: it.Timestamp, Cursor: it.Cursor,
+			Rewound: queries.Rewound(cps, it.Cursor)})
 	}
 	return out, nil
 }

@@ -56,6 +56,15 @@ const (
 	AllocateSession           = "allocate_session"
 )
 
+// RewindSession takes a session back to a checkpoint (RewindData).
+const RewindSession = "rewind_session"
+
+// RewindData names the checkpoint a session is rewound to.
+type RewindData struct {
+	// Turn is the checkpoint's turn.
+	Turn int `json:"checkpoint"`
+}
+
 // StartSessionData creates a session (Queued) and its agent API key.
 type StartSessionData struct {
 	WorkingDirectory string                     `json:"workingDirectory"`
@@ -73,6 +82,9 @@ type StartSessionData struct {
 	// its output is approved, that output becomes the skill's new
 	// instructions and the pills are marked Consolidated.
 	Consolidates *SkillConsolidation `json:"consolidates,omitempty"`
+	// ForkedFrom makes the session a fork of another session of the same
+	// owner, from the checkpoint of one of its turns.
+	ForkedFrom *domain.ForkPoint `json:"forkedFrom,omitempty"`
 }
 
 // SkillConsolidation is what a consolidation session folds in: memory

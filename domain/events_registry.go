@@ -17,7 +17,7 @@ var allEvents = slices.Concat(controlEvents, []Event{
 	AgentSessionApprovedEvent{}, AgentSessionClosedEvent{}, AgentSessionRejectedEvent{},
 	AgentSessionFailedEvent{}, AgentSessionRetriedEvent{},
 	ContextNearingLimitEvent{}, ContextExhaustedEvent{}, SessionVoluntaryHandoffEvent{},
-	SessionChainAssignedEvent{},
+	SessionChainAssignedEvent{}, SessionForkedEvent{}, SessionRewoundEvent{},
 	// AgentSession work.
 	SessionWaitingForInputEvent{}, SessionInputReceivedEvent{}, SessionInputTimedOutEvent{},
 	SessionPauseTimedOutEvent{},

@@ -30,6 +30,7 @@ type AgentSession struct {
 	ownerID          uuid.UUID
 	templateID       *uuid.UUID
 	chainID          *uuid.UUID
+	forkedFrom       *ForkPoint
 	name             string
 	workingDirectory string
 	objective        string
@@ -98,7 +99,9 @@ type NewSessionParams struct {
 	// TraceID is the W3C trace id (32 lowercase hex digits) of the request
 	// that creates the session, if it came with a trace.
 	TraceID string
-	Now     time.Time
+	// ForkedFrom is the checkpoint a forked session starts from.
+	ForkedFrom *ForkPoint
+	Now        time.Time
 }
 
 // NewAgentSession validates p and returns a Queued session that raised
@@ -180,9 +183,15 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 	if p.TraceID != "" && !validTraceID(p.TraceID) {
 		return nil, invalid("traceId", "must be 32 lowercase hex digits, not all zero")
 	}
+	if p.ForkedFrom != nil {
+		if err := p.ForkedFrom.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	now := p.Now.UTC()
 	s := &AgentSession{
-		id: p.ID, ownerID: p.OwnerID,
+		forkedFrom: clonePtr(p.ForkedFrom),
+		id:         p.ID, ownerID: p.OwnerID,
 		templateID: clonePtr(p.TemplateID), chainID: clonePtr(p.ChainID),
 		name: name, workingDirectory: dir, objective: objective, modelID: model,
 		enabledSkillIDs: skills, status: StatusQueued, executionMode: mode,
@@ -195,6 +204,9 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 		ModelID: model, TemplateID: clonePtr(p.TemplateID), ChainID: clonePtr(p.ChainID),
 		BudgetCapUsd: budget.HardCapUsd,
 	})
+	if p.ForkedFrom != nil {
+		s.raise(SessionForkedEvent{SessionMeta: s.meta(now), ParentSessionID: p.ForkedFrom.SessionID, Checkpoint: p.ForkedFrom.Turn})
+	}
 	return s, nil
 }
 

@@ -15,6 +15,7 @@ type AgentSessionSnapshot struct {
 	OwnerID           uuid.UUID           `json:"ownerId"`
 	TemplateID        *uuid.UUID          `json:"templateId,omitempty"`
 	ChainID           *uuid.UUID          `json:"chainId,omitempty"`
+	ForkedFrom        *ForkPoint          `json:"forkedFrom,omitempty"`
 	Name              string              `json:"name"`
 	WorkingDirectory  string              `json:"workingDirectory"`
 	Objective         string              `json:"objective"`
@@ -55,7 +56,7 @@ type AgentSessionSnapshot struct {
 // Snapshot returns the session's state as plain values (deep copies).
 func (s *AgentSession) Snapshot() AgentSessionSnapshot {
 	return AgentSessionSnapshot{
-		ID: s.id, OwnerID: s.ownerID, TemplateID: s.TemplateID(), ChainID: s.ChainID(),
+		ID: s.id, OwnerID: s.ownerID, TemplateID: s.TemplateID(), ChainID: s.ChainID(), ForkedFrom: s.ForkedFrom(),
 		Name: s.name, WorkingDirectory: s.workingDirectory, Objective: s.objective, ModelID: s.modelID,
 		EnabledSkillIDs: s.EnabledSkillIDs(), Status: s.status, HasPendingReview: s.hasPendingReview,
 		ExecutionMode: s.executionMode, Budget: s.budget, Metrics: s.Metrics(),
@@ -112,7 +113,8 @@ func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession
 	}
 	s := &AgentSession{
 		id: snap.ID, ownerID: snap.OwnerID, templateID: clonePtr(snap.TemplateID), chainID: clonePtr(snap.ChainID),
-		name: snap.Name, workingDirectory: snap.WorkingDirectory, objective: snap.Objective, modelID: snap.ModelID,
+		forkedFrom: clonePtr(snap.ForkedFrom),
+		name:       snap.Name, workingDirectory: snap.WorkingDirectory, objective: snap.Objective, modelID: snap.ModelID,
 		enabledSkillIDs: cloneIDs(snap.EnabledSkillIDs), status: snap.Status, hasPendingReview: snap.HasPendingReview,
 		executionMode: snap.ExecutionMode, budget: snap.Budget, metrics: snap.Metrics.clone(),
 		autoContinue: cloneAutoContinue(snap.AutoContinue),

@@ -12,14 +12,20 @@ import (
 func (r *runner) loop(ctx context.Context) {
 	in := engine.Input{Kind: engine.InputObjective, Text: r.config().Objective}
 	first := true
-	if r.config().ResumeEngineSessionID != "" {
+	if r.config().ResumeEngineSessionID != "" && !r.config().ResumeWithObjective {
 		// A sidecar started again: its predecessor ran the objective. The
 		// turn it may have left open is over; the agent waits for a message.
 		first = false
 		r.mu.Lock()
 		r.more = false
 		r.mu.Unlock()
-		r.emitLog(protocol.TurnCompleted{})
+		end := protocol.TurnCompleted{}
+		if r.config().ResumeAt != "" {
+			// Resumed at a checkpoint (a fork or a rewind): the restored
+			// state is the checkpoint the session goes on from.
+			end.Checkpoint = r.checkpoint(0)
+		}
+		r.emitLog(end)
 	}
 	for {
 		r.mu.Lock()
@@ -130,6 +136,9 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 		}
 	}
 	r.mu.Unlock()
+	if done != nil {
+		done.Checkpoint = r.checkpoint(done.NumTurns)
+	}
 
 	switch {
 	case suspended:

@@ -155,6 +155,7 @@ func init() {
 				APIURL: envOr("AGENTBUS_API_URL", in.APIURL), Env: engineEnv(engine),
 				LogDir: filepath.Join(dataDir, "log", "sidecars"), ConfigDir: filepath.Join(dataDir, "sidecars"),
 				Sandbox: sb, SandboxDir: filepath.Join(dataDir, "sandboxes"), SandboxPrograms: []string{claude.EnvBinary},
+				CheckpointDir: filepath.Join(dataDir, "checkpoints"),
 			})
 			if err != nil {
 				return err

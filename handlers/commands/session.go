@@ -128,6 +128,9 @@ func registerSession(d *Dispatcher, now Clock) {
 	reg(command.RejectOutput, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
 		return s.RejectOutput(in.Reason, at)
 	}))
+	reg(command.RewindSession, onSession(now, func(s *domain.AgentSession, in command.RewindData, at time.Time) error {
+		return s.Rewind(in.Turn, at)
+	}))
 	reg(command.RetrySession, onSession(now, func(s *domain.AgentSession, in command.RetryData, at time.Time) error {
 		return s.Retry(in.AdditionalInstruction, at)
 	}))

@@ -40,10 +40,20 @@ func startSession(now Clock) Handler {
 			ID: cmd.AggregateID, OwnerID: owner, ChainID: in.ChainID,
 			Name: in.Name, WorkingDirectory: in.WorkingDirectory, Objective: in.Objective,
 			ModelID: in.ModelID, EnabledSkillIDs: in.SkillIDs,
-			AutoContinue: in.AutoContinue, ToolApproval: in.ToolApproval, Now: now().UTC(),
+			AutoContinue: in.AutoContinue, ToolApproval: in.ToolApproval, ForkedFrom: in.ForkedFrom, Now: now().UTC(),
 			// The trace of the command: the request's that started the
 			// session, or the schedule's or the handoff's.
 			TraceID: tracing.TraceID(ctx),
+		}
+		if f := in.ForkedFrom; f != nil {
+			// A fork reaches only its own owner's sessions.
+			parent, err := sessions.Get(ctx, tx, f.SessionID)
+			if errors.Is(err, postgres.ErrNotFound) || (err == nil && parent.OwnerID() != owner) {
+				return nil, &domain.NotFoundError{Entity: "AgentSession", ID: f.SessionID.String()}
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		if in.ChainID != nil {
 			if err := requireLiveChain(ctx, tx, *in.ChainID, owner); err != nil {

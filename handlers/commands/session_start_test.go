@@ -116,3 +116,31 @@ func TestEnableSkillOnSession(t *testing.T) {
 			owner: uuid.NewString(), data: command.SkillData{SkillID: skill}, kind: command.KindNotFound},
 	})
 }
+
+func TestAForkReachesOnlyItsOwnersSessionsAndRaisesSessionForked(t *testing.T) {
+	h := startWorker(t, 0)
+	mine := h.newSession(t, false)
+	theirs := uuid.New()
+	okAs[command.StartSessionResult](t, h, uuid.NewString(), domain.AggregateSession, command.StartSession, theirs, startData())
+
+	fork := startData()
+	fork.ForkedFrom = &domain.ForkPoint{SessionID: mine, Turn: 1}
+	id := uuid.New()
+	s := ok[command.StartSessionResult](t, h, domain.AggregateSession, command.StartSession, id, fork).Session
+	assert.Equal(t, fork.ForkedFrom, s.ForkedFrom)
+	assert.Contains(t, h.outboxTypes(t, id), "session_forked")
+
+	fromTheirs, fromNowhere, badTurn := startData(), startData(), startData()
+	fromTheirs.ForkedFrom = &domain.ForkPoint{SessionID: theirs, Turn: 1}
+	fromNowhere.ForkedFrom = &domain.ForkPoint{SessionID: uuid.New(), Turn: 1}
+	badTurn.ForkedFrom = &domain.ForkPoint{SessionID: mine, Turn: -1}
+	ss := func(name string, data command.StartSessionData, kind, field string) refusalCase {
+		return refusalCase{name: name, aggregate: domain.AggregateSession, command: command.StartSession, id: uuid.New(),
+			data: data, kind: kind, field: field}
+	}
+	h.checkRefusals(t, []refusalCase{
+		ss("another owner's session", fromTheirs, command.KindNotFound, ""),
+		ss("no such session", fromNowhere, command.KindNotFound, ""),
+		ss("a negative turn", badTurn, command.KindValidation, "forkedFrom.turn"),
+	})
+}

@@ -92,7 +92,7 @@ func (r Runtime) Run(ctx context.Context) error {
 		Stream: bus.StreamEvents, Consumer: RuntimeConsumer, Handler: r.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
 		FilterSubjects: []string{"agents.evt.session.*.session_allocated", "agents.evt.session.*.session_released",
-			"agents.evt.session.*.session_cancel_requested"},
+			"agents.evt.session.*.session_cancel_requested", "agents.evt.session.*.session_rewound"},
 	})
 }
 
@@ -107,6 +107,8 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 		return r.release(ctx, id)
 	case domain.SessionCancelRequestedEvent{}.EventType():
 		return r.confirmCancelIfNoSidecar(ctx, env, id)
+	case domain.SessionRewoundEvent{}.EventType():
+		return r.rewind(ctx, env, id)
 	}
 	return r.ensure(ctx, id, false)
 }
@@ -159,12 +161,18 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 		case !errors.Is(err, redis.Nil):
 			return err
 		}
+		if cfg.TurnsBefore, err = r.turnsBefore(ctx, id); err != nil {
+			return err
+		}
 	}
 	if r.Launcher.Process() {
 		if err := r.Workspace.Check(s.OwnerID(), cfg.WorkingDirectory); err != nil {
 			_, err := doDerived(ctx, r.Client, "runtime", id.String()+"/workspace/"+cfg.WorkingDirectory,
 				domain.AggregateSession, command.RecordFailure, id, "",
 				command.FailureData{Reason: domain.FailureInfrastructureError, Message: "the working directory " + err.Error()})
+			return err
+		}
+		if err := r.startFork(ctx, s, &cfg); err != nil {
 			return err
 		}
 		// The session's directory is created on demand.

@@ -265,3 +265,39 @@ func (c *Client) Pool(ctx context.Context) (Answer[Pool], error) {
 func (c *Client) SetPoolSize(ctx context.Context, max int) (Answer[Pool], error) {
 	return call[Pool](ctx, c, http.MethodPut, "/api/agents/pool", map[string]int{"maxConcurrentSessions": max})
 }
+
+// Checkpoint is the state of a session at the end of one of its turns.
+type Checkpoint struct {
+	Turn         int       `json:"turn"`
+	RecordedAt   time.Time `json:"recordedAt"`
+	FilesChanged int       `json:"filesChanged"`
+	LastMessage  string    `json:"lastMessage"`
+	Snapshot     string    `json:"snapshot"`
+	Rewound      bool      `json:"rewound"`
+}
+
+// CheckpointList is a session's checkpoints, oldest first.
+type CheckpointList struct {
+	SessionID string       `json:"sessionId"`
+	Items     []Checkpoint `json:"items"`
+}
+
+// Checkpoints lists the session's checkpoints.
+func (c *Client) Checkpoints(ctx context.Context, id string) (Answer[CheckpointList], error) {
+	return call[CheckpointList](ctx, c, http.MethodGet, sessionPath(id, "checkpoints"), nil)
+}
+
+// Fork starts a new session from the session's checkpoint of turn, with
+// an objective of its own when it is not empty.
+func (c *Client) Fork(ctx context.Context, id string, turn int, objective string) (Answer[Started], error) {
+	body := map[string]any{"checkpoint": turn}
+	if objective != "" {
+		body["objective"] = objective
+	}
+	return call[Started](ctx, c, http.MethodPost, sessionPath(id, "fork"), body)
+}
+
+// Rewind takes the session back to its checkpoint of turn.
+func (c *Client) Rewind(ctx context.Context, id string, turn int) (Answer[Session], error) {
+	return call[Session](ctx, c, http.MethodPost, sessionPath(id, "rewind"), map[string]any{"checkpoint": turn})
+}

@@ -55,6 +55,14 @@ type Handoffer interface {
 	Handoff(ctx context.Context) (protocol.HandoffDocument, error)
 }
 
+// Positioner is implemented by a Session that can tell where its
+// conversation stands, so that a checkpoint can resume it there later
+// (Config.ResumeAt).
+type Positioner interface {
+	// Position returns the conversation's position after the last turn.
+	Position() string
+}
+
 // Setup is what an engine needs to start a session.
 type Setup struct {
 	// SessionID is the agentbus session id.

@@ -39,6 +39,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentbus/agentbus/sidecar/protocol"
 	"github.com/agentbus/agentbus/sidecar/sandbox"
 )
 
@@ -117,6 +118,11 @@ type Config struct {
 	// sidecar; they are removed when the session is over. Default:
 	// <temp dir>/agentbus-sandboxes.
 	SandboxDir string
+	// CheckpointDir keeps each session's checkpoint store, a bare git
+	// repository <CheckpointDir>/<session id>.git, which the sidecar
+	// writes at the end of every turn (bound read-write into its sandbox)
+	// and which outlives the session, for forks. Empty: no checkpoints.
+	CheckpointDir string
 	// SandboxPrograms names variables of a sidecar's environment that hold
 	// the path of a program its engine runs (the claude CLI): the program,
 	// symbolic links followed, is bound read-only into the sandbox, and the
@@ -475,4 +481,17 @@ func (l *Launcher) PID(sessionID string) (int, bool) {
 		return 0, false
 	}
 	return p.rec.PID, true
+}
+
+// CheckpointStore returns the host path of the session's checkpoint store,
+// "" when the launcher keeps none.
+func (l *Launcher) CheckpointStore(sessionID string) string {
+	if l.cfg.CheckpointDir == "" || l.cfg.Mode != ModeProcess || !protocol.ValidSessionID(sessionID) {
+		return ""
+	}
+	dir, err := filepath.Abs(filepath.Join(l.cfg.CheckpointDir, sessionID+".git"))
+	if err != nil {
+		return ""
+	}
+	return dir
 }

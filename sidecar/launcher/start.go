@@ -26,6 +26,8 @@ const (
 	binaryInside   = "/run/agentbus/agentbus"
 	configInside   = "/run/agentbus/sidecar.json"
 	programsInside = "/run/agentbus/bin"
+	// checkpointsInside is where the session's checkpoint store is bound.
+	checkpointsInside = "/run/agentbus/checkpoints.git"
 )
 
 // StartOption adjusts how one sidecar starts.
@@ -54,6 +56,15 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		return Handle{}, fmt.Errorf("launcher: session id %q may hold only a-z, 0-9, '-' and '_'", id)
 	}
 	cfg.SetDefaults()
+	if store := l.CheckpointStore(id); store != "" {
+		if err := os.MkdirAll(store, 0o700); err != nil {
+			return Handle{}, fmt.Errorf("launcher: %w", err)
+		}
+		cfg.CheckpointStore = store
+		if l.cfg.Sandbox != nil {
+			cfg.CheckpointStore = checkpointsInside
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return Handle{}, fmt.Errorf("launcher: %w", err)
 	}
@@ -199,6 +210,9 @@ func (l *Launcher) sandboxed(id, file, dir string, env []string, o startOptions)
 	spec := sandbox.Spec{Dir: dir, State: state,
 		ReadOnly:     []sandbox.Bind{{Host: l.cfg.Binary, Inside: binaryInside}, {Host: file, Inside: configInside}},
 		MaxProcesses: o.maxProcesses, MaxMemory: o.maxMemory}
+	if store := l.CheckpointStore(id); store != "" {
+		spec.ReadWrite = append(spec.ReadWrite, sandbox.Bind{Host: store, Inside: checkpointsInside})
+	}
 	if spec.Dir == "" {
 		spec.Dir = filepath.Join(spec.State, "work")
 		if err := os.MkdirAll(spec.Dir, 0o700); err != nil {

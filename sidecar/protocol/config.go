@@ -66,6 +66,24 @@ type Config struct {
 	// again; the sidecar closes the turn its predecessor may have left open
 	// with a turn_completed and waits for a message or stop.
 	ResumeEngineSessionID string `json:"resume_engine_session_id,omitempty"`
+	// ResumeAt is the engine's conversation position to resume at (the
+	// Position of a checkpoint): with ResumeEngineSessionID, the agent
+	// goes on from that point, what came after it forgotten.
+	ResumeAt string `json:"resume_at,omitempty"`
+	// ForkEngineSession makes the resumed conversation a new one of its own
+	// (a fork): the engine session resumed is left as it was.
+	ForkEngineSession bool `json:"fork_engine_session,omitempty"`
+	// ResumeWithObjective runs the objective as the first turn of a
+	// conversation resumed at ResumeAt (a fork given an objective of its
+	// own); otherwise the resumed agent waits for a message.
+	ResumeWithObjective bool `json:"resume_with_objective,omitempty"`
+	// CheckpointStore is the private object store (a bare git repository
+	// outside the working directory) where the sidecar snapshots the
+	// working directory at the end of every turn; empty takes none.
+	CheckpointStore string `json:"checkpoint_store,omitempty"`
+	// TurnsBefore is how many turns the session completed before this
+	// sidecar: checkpoints are numbered on from it.
+	TurnsBefore int `json:"turns_before,omitempty"`
 	// ChainID is the session chain, when the session belongs to one.
 	ChainID string `json:"chain_id,omitempty"`
 	// Attempt is the run of its session the sidecar serves: 0 for the
@@ -180,6 +198,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %q is neither script nor claude", c.Engine)
 	case c.WorkingDirectory != "" && !filepath.IsAbs(c.WorkingDirectory):
 		return fmt.Errorf("working_directory %q is not an absolute path", c.WorkingDirectory)
+	case c.CheckpointStore != "" && !filepath.IsAbs(c.CheckpointStore):
+		return fmt.Errorf("checkpoint_store %q is not an absolute path", c.CheckpointStore)
 	case c.Context.WarnPercent > 100:
 		return errors.New("context.warn_percent exceeds 100")
 	}

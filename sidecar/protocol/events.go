@@ -201,6 +201,32 @@ type TurnCompleted struct {
 	// sidecar that stays idle then waits for a message or stop; otherwise
 	// Final is true as well.
 	Done bool `json:"done,omitempty"`
+	// Checkpoint is the state the turn left: written before this event,
+	// so a checkpoint reported is one that can be restored. Absent when
+	// the sidecar keeps no checkpoints or the snapshot failed.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is the state of a session at the end of a turn: its working
+// directory as a snapshot in the session's object store, and where the
+// engine's conversation stood.
+type Checkpoint struct {
+	// Turn is the turn the checkpoint ends, counted over the session's
+	// whole life (its earlier sidecars included).
+	Turn int `json:"turn"`
+	// Commit is the snapshot of the working directory (a git commit id in
+	// the session's checkpoint store).
+	Commit string `json:"commit"`
+	// Tree is the snapshot's tree id: equal trees, equal files.
+	Tree string `json:"tree"`
+	// FilesChanged counts the files the turn added, changed or removed.
+	FilesChanged int `json:"files_changed"`
+	// EngineSessionID is the engine's session the conversation is in.
+	EngineSessionID string `json:"engine_session_id"`
+	// Position is the engine's own position in that conversation (the
+	// claude engine: the last message's uuid; the script engine: its
+	// place in the scenario).
+	Position string `json:"position,omitempty"`
 }
 
 // EventType returns "turn_completed".

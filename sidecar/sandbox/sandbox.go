@@ -136,6 +136,9 @@ type Spec struct {
 	State string
 	// ReadOnly are the files or directories bound read-only.
 	ReadOnly []Bind
+	// ReadWrite are the directories bound read-write besides Dir (the
+	// session's checkpoint store).
+	ReadWrite []Bind
 	// MaxProcesses and MaxMemory override the Sandbox's limits when set.
 	MaxProcesses int
 	MaxMemory    int64
@@ -181,6 +184,13 @@ func (s *Sandbox) Command(spec Spec, argv ...string) ([]string, error) {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 		args = append(args, "--ro-bind", host, b.Inside)
+	}
+	for _, b := range spec.ReadWrite {
+		host, err := filepath.EvalSymlinks(b.Host)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		args = append(args, "--bind", host, b.Inside)
 	}
 	if !strings.HasPrefix(s.prlimit, "/usr/") {
 		args = append(args, "--ro-bind", s.prlimit, prlimitInside)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/agentbus/agentbus/internal/client"
@@ -35,6 +36,9 @@ var sessionCommands = []subcommand{
 	{"retry ID [--instruction TEXT]", "run a failed session again", sessionsRetry},
 	{"close ID", "close an Idle session without output: Completed", control("close")},
 	{"watch ID [--new]", "follow a session live until it is Completed or Cancelled", sessionsWatch},
+	{"checkpoints ID", "list the session's checkpoints: the state at the end of each turn", sessionsCheckpoints},
+	{"fork ID TURN [--objective TEXT]", "start a new session from the checkpoint of TURN; prints its id", sessionsFork},
+	{"rewind ID TURN", "take an Idle, Paused or Interrupted session back to the checkpoint of TURN", sessionsRewind},
 }
 
 func sessionsList(e *env, fs *flag.FlagSet, args []string) error {
@@ -294,4 +298,70 @@ func (l *listFlag) String() string { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error {
 	*l = append(*l, v)
 	return nil
+}
+
+func sessionsCheckpoints(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	list, err := e.client.Checkpoints(e.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(list.JSON)
+	}
+	t := newTable(e.out, "TURN", "WHEN", "FILES", "SNAPSHOT", "LAST MESSAGE")
+	for _, c := range list.Value.Items {
+		turn := fmt.Sprint(c.Turn)
+		if c.Rewound {
+			turn += " (rewound)"
+		}
+		t.row(turn, when(c.RecordedAt), fmt.Sprint(c.FilesChanged), oneLine(c.Snapshot, 12), oneLine(c.LastMessage, 60))
+	}
+	return t.flush()
+}
+
+// turnArg reads a checkpoint's turn from the command line.
+func turnArg(raw string) (int, error) {
+	turn, err := strconv.Atoi(raw)
+	if err != nil || turn < 0 {
+		return 0, usageError("TURN %q is not a turn number", raw)
+	}
+	return turn, nil
+}
+
+func sessionsFork(e *env, fs *flag.FlagSet, args []string) error {
+	objective := fs.String("objective", "", "what the fork does next, on top of the conversation up to the checkpoint")
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	turn, err := turnArg(pos[1])
+	if err != nil {
+		return err
+	}
+	started, err := e.client.Fork(e.ctx, pos[0], turn, *objective)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(started.JSON)
+	}
+	_, err = fmt.Fprintln(e.out, started.Value.Session.ID)
+	return err
+}
+
+func sessionsRewind(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	turn, err := turnArg(pos[1])
+	if err != nil {
+		return err
+	}
+	s, err := e.client.Rewind(e.ctx, pos[0], turn)
+	return e.printStatus(s, err)
 }

@@ -104,6 +104,22 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 		interruptTimeout: timeout, id: id, resumable: resumed,
 		requests: map[string]context.CancelFunc{}, waits: map[string]*personWait{},
 	}
+	if at := s.Config.ResumeAt; at != "" {
+		// A position comes from an event the session's sidecar wrote:
+		// only a chain entry's uuid reaches the command line.
+		if _, err := uuid.Parse(at); err != nil {
+			return nil, fmt.Errorf("claude: resume position %q is not a message uuid", at)
+		}
+	}
+	if resumed && s.Config.ForkEngineSession {
+		if _, err := uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("claude: engine session %q to fork is not a session uuid", id)
+		}
+		// A conversation of its own, holding the resumed one up to
+		// ResumeAt; the resumed one is left as it was.
+		sess.id, sess.resumable = uuid.NewString(), false
+		sess.forkFrom, sess.forkAt, sess.lastUUID = s.Config.ResumeEngineSessionID, s.Config.ResumeAt, s.Config.ResumeAt
+	}
 	sess.cfg = s.Config
 	sess.closed, sess.close = context.WithCancel(context.Background())
 	if err := sess.startProc(); err != nil {
@@ -221,6 +237,24 @@ func args(cfg protocol.Config, id string, resume bool) ([]string, error) {
 		a = append(a, "--agents", string(b))
 	}
 	return a, nil
+}
+
+// forkArgs turns the command line a of a new conversation id into one
+// that forks the conversation from, at the chain entry at when it is set.
+func forkArgs(a []string, id, from, at string) []string {
+	out := make([]string, 0, len(a)+6)
+	for i := 0; i < len(a); i++ {
+		if a[i] == "--session-id" || a[i] == "--resume" {
+			i++
+			continue
+		}
+		out = append(out, a[i])
+	}
+	out = append(out, "--resume", from, "--fork-session", "--session-id", id)
+	if at != "" {
+		out = append(out, "--resume-session-at", at)
+	}
+	return out
 }
 
 func modelOf(cfg protocol.Config) string {

@@ -49,6 +49,10 @@ type frame struct {
 	Type    string `json:"type"`
 	Subtype string `json:"subtype"`
 
+	// UUID identifies a user or assistant frame's entry in the
+	// conversation's chain.
+	UUID string `json:"uuid"`
+
 	// system/init.
 	SessionID string `json:"session_id"`
 	Model     string `json:"model"`

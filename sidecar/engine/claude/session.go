@@ -49,11 +49,18 @@ type session struct {
 	mu        sync.Mutex
 	cfg       protocol.Config
 	p         *proc
-	resumable bool   // the conversation exists: a new process resumes it
-	model     string // as the CLI reports it
-	turnCtx   context.Context
-	requests  map[string]context.CancelFunc // control requests being handled
-	waits     map[string]*personWait        // questions and plans, by tool_use id
+	resumable bool // the conversation exists: a new process resumes it
+	// forkFrom is the conversation this one is forked from (at forkAt, a
+	// chain entry's uuid) until the fork exists: a process started before
+	// then forks it again.
+	forkFrom, forkAt string
+	// lastUUID is the uuid of the conversation's last main-chain entry:
+	// the position a checkpoint resumes at.
+	lastUUID string
+	model    string // as the CLI reports it
+	turnCtx  context.Context
+	requests map[string]context.CancelFunc // control requests being handled
+	waits    map[string]*personWait        // questions and plans, by tool_use id
 
 	// costBase is the CLI's cumulative cost (total_cost_usd) already
 	// reported; a result's cost is what it adds. haveTotal says costBase
@@ -64,6 +71,14 @@ type session struct {
 }
 
 func (s *session) ID() string { return s.id }
+
+// Position returns the uuid of the conversation's last main-chain entry,
+// which --resume-session-at takes.
+func (s *session) Position() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUUID
+}
 
 func (s *session) Model() string {
 	s.mu.Lock()
@@ -89,11 +104,14 @@ func (s *session) config() protocol.Config {
 // asked for the cost it carries over.
 func (s *session) startProc() error {
 	s.mu.Lock()
-	cfg, resume := s.cfg, s.resumable
+	cfg, resume, forkFrom, forkAt := s.cfg, s.resumable, s.forkFrom, s.forkAt
 	s.mu.Unlock()
 	a, err := args(cfg, s.id, resume)
 	if err != nil {
 		return err
+	}
+	if forkFrom != "" {
+		a = forkArgs(a, s.id, forkFrom, forkAt)
 	}
 	p, err := startProc(s.bin, a, s.env, cfg.WorkingDirectory, s.log, s.onRequest, s.onCancel)
 	if err != nil {

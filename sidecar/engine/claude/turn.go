@@ -89,14 +89,17 @@ func (t *turn) handle(f *frame) (done bool, err error) {
 		if f.Subtype == "init" {
 			t.s.mu.Lock()
 			t.s.resumable = true
+			t.s.forkFrom = "" // the fork exists now
 			if f.Model != "" {
 				t.s.model = f.Model
 			}
 			t.s.mu.Unlock()
 		}
 	case frameAssistant:
+		t.track(f)
 		return false, t.assistant(f)
 	case frameUser:
+		t.track(f)
 		return false, t.user(f)
 	case frameResult:
 		return t.result(f)
@@ -268,4 +271,15 @@ func (t *turn) result(f *frame) (bool, error) {
 		return true, &engine.Failure{Message: msg}
 	}
 	return true, nil
+}
+
+// track remembers the uuid of a main-chain entry: the conversation's
+// position after it.
+func (t *turn) track(f *frame) {
+	if f.UUID == "" || f.parent() != "" {
+		return
+	}
+	t.s.mu.Lock()
+	t.s.lastUUID = f.UUID
+	t.s.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -46,6 +47,9 @@ const (
 	// StepAPI calls the agent API with the session key (a tool call named
 	// agentbus_api); skipped when no API URL is set.
 	StepAPI = "api"
+	// StepWrite changes files of the working directory through a Write
+	// tool call: each of Files is written, or removed when null.
+	StepWrite = "write"
 )
 
 // Scenario is a scripted agent: its turns run one after another, each
@@ -114,6 +118,9 @@ type Step struct {
 	Path string `json:"path,omitempty"`
 	// Body is an api step's JSON body.
 	Body json.RawMessage `json:"body,omitempty"`
+	// Files are a write step's files, by path relative to the working
+	// directory: the content to write, or null to remove the file.
+	Files map[string]*string `json:"files,omitempty"`
 }
 
 // Usage is what a usage step reports.
@@ -200,6 +207,15 @@ func (st Step) check(inSubagent bool) error {
 	case StepTool:
 		if st.Tool == "" {
 			return errors.New("tool step without tool")
+		}
+	case StepWrite:
+		if inSubagent || len(st.Files) == 0 {
+			return errors.New("write step without files, or inside a subagent")
+		}
+		for name := range st.Files {
+			if !filepath.IsLocal(name) {
+				return fmt.Errorf("write step path %q leaves the working directory", name)
+			}
 		}
 	case StepUsage:
 		if st.Usage == nil {

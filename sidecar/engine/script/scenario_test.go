@@ -11,7 +11,7 @@ import (
 
 func TestEmbeddedScenariosAreTheDocumentedOnesAndParse(t *testing.T) {
 	t.Parallel()
-	want := []string{"config", "default", "exhaust", "fail", "handoff", "long", "permission", "plan", "question", "suite", "walkthrough"}
+	want := []string{"config", "default", "exhaust", "fail", "files", "handoff", "long", "permission", "plan", "question", "suite", "walkthrough"}
 	assert.Equal(t, want, script.Scenarios())
 	for _, name := range want {
 		sc, err := script.LoadScenario(name)
@@ -32,6 +32,8 @@ func TestParseScenarioRejectsBadSteps(t *testing.T) {
 		"question in subagent": `{"turns":[{"steps":[{"kind":"subagent","subagent":{"type":"x","steps":[{"kind":"question"}]}}]}]}`,
 		"handoff without doc":  `{"turns":[{"steps":[{"kind":"voluntary_handoff"}]}]}`,
 		"not JSON":             `{`,
+		"write outside":        `{"turns":[{"steps":[{"kind":"write","files":{"../x":"y"}}]}]}`,
+		"write without files":  `{"turns":[{"steps":[{"kind":"write"}]}]}`,
 	}
 	for name, raw := range cases {
 		_, err := script.ParseScenario([]byte(raw))

@@ -40,7 +40,7 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 		return nil, err
 	}
 	id := s.Config.ResumeEngineSessionID
-	if id == "" {
+	if id == "" || s.Config.ForkEngineSession {
 		id = "script-" + uuid.NewString()
 	}
 	client := e.HTTPClient
@@ -59,7 +59,30 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 	// A resumed session's scenario was played by the sidecar before it; the
 	// agent answers follow-ups only.
 	sess.done = s.Config.ResumeEngineSessionID != ""
+	if at := s.Config.ResumeAt; at != "" && s.Config.ResumeEngineSessionID != "" {
+		// Resumed at a checkpoint: the checkpoint's scenario goes on from
+		// its turn, whatever the objective now says.
+		var name string
+		if _, err := fmt.Sscanf(at, "scenario=%s turn=%d seq=%d", &name, &sess.turn, &sess.seq); err != nil {
+			return nil, fmt.Errorf("script: resume position %q: %w", at, err)
+		}
+		if s.Config.Script.ScenarioFile == "" && name != sc.Name {
+			if sess.scenario, err = LoadScenario(name); err != nil {
+				return nil, err
+			}
+		}
+		if sess.turn < 0 || sess.turn > len(sess.scenario.Turns) {
+			return nil, fmt.Errorf("script: resume position %q is not one of scenario %q", at, sess.scenario.Name)
+		}
+		sess.done = false
+	}
 	return sess, nil
+}
+
+// Position returns the scenario, the place in it the next turn starts
+// from and the last message's sequence number.
+func (s *session) Position() string {
+	return fmt.Sprintf("scenario=%s turn=%d seq=%d", s.scenario.Name, s.turn, s.seq)
 }
 
 // session is one scripted agent. Turn is called by one goroutine at a

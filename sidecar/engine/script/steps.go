@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -65,6 +69,8 @@ func (s *session) run(ctx context.Context, st Step, sub *subagent) error {
 		return &engine.Failure{Message: msg, ExitCode: st.ExitCode}
 	case StepAPI:
 		return s.callAPI(ctx, st.Method, s.expand(st.Path), s.expandJSON(st.Body))
+	case StepWrite:
+		return s.runWrite(st)
 	}
 	return fmt.Errorf("unknown step kind %q", st.Kind)
 }
@@ -303,4 +309,41 @@ func (s *session) callAPI(ctx context.Context, method, path string, body json.Ra
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	return s.toolResult(id, fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(out)), resp.StatusCode >= 400, nil)
+}
+
+// runWrite writes and removes the step's files in the working directory.
+func (s *session) runWrite(st Step) error {
+	names := make([]string, 0, len(st.Files))
+	for name := range st.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	input, _ := json.Marshal(map[string]any{"files": names})
+	id, err := s.toolUse("Write", input, nil)
+	if err != nil {
+		return err
+	}
+	dir := s.config().WorkingDirectory
+	var failed []string
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		content := st.Files[name]
+		if content == nil {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				failed = append(failed, err.Error())
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		if err := os.WriteFile(p, []byte(s.expand(*content)), 0o644); err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return s.toolResult(id, strings.Join(failed, "\n"), true, nil)
+	}
+	return s.toolResult(id, fmt.Sprintf("Wrote %d file(s).", len(names)), false, nil)
 }

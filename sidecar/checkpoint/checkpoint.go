@@ -1,0 +1,215 @@
+// Package checkpoint snapshots a working directory into a private git
+// object store and restores it from there. The store is a bare repository
+// outside the working directory, so the agent's own repository (if any) is
+// never touched; a private index keeps each snapshot cheap (only files
+// whose stat changed are read again) and git's content addressing
+// deduplicates them across snapshots. What .gitignore ignores is left out.
+//
+// A snapshot is written as git writes anything: its objects first, each
+// to a temporary file renamed into place, then the ref moved with an
+// atomic compare-and-swap. A process killed at any point leaves the store
+// at its previous snapshot or at the new one, never at a broken one.
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Ref is the ref that holds the newest snapshot; every earlier snapshot is
+// one of its ancestors, so none is ever garbage.
+const Ref = "refs/heads/checkpoints"
+
+// emptyTree is git's id of the empty tree.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// indexFile is the store's private index of the working directory.
+const indexFile = "agentbus.index"
+
+// Snapshot is one snapshot of a working directory.
+type Snapshot struct {
+	// Commit is the commit that records it.
+	Commit string
+	// Tree is the working directory's tree.
+	Tree string
+	// FilesChanged counts the files added, changed or removed since the
+	// previous snapshot.
+	FilesChanged int
+}
+
+// Store is a private object store of snapshots.
+type Store struct {
+	// Dir is the bare repository; created on first use.
+	Dir string
+}
+
+// git runs git on the store with dir as its work tree and index as its
+// index; no user or system config applies.
+func (s Store) git(ctx context.Context, dir, index string, stdin []byte, args ...string) (string, error) {
+	base := []string{"-c", "safe.directory=*", "-c", "core.autocrlf=false", "-c", "core.fsyncObjectFiles=true",
+		"-c", "user.name=agentbus", "-c", "user.email=agentbus@localhost", "-c", "gc.auto=0"}
+	cmd := exec.CommandContext(ctx, "git", append(base, args...)...)
+	env := []string{"GIT_DIR=" + s.Dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"HOME=" + s.Dir, "PATH=" + os.Getenv("PATH"), "LANG=C"}
+	if dir != "" {
+		env = append(env, "GIT_WORK_TREE="+dir)
+		cmd.Dir = dir
+	}
+	if index != "" {
+		env = append(env, "GIT_INDEX_FILE="+index)
+	}
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("checkpoint: git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// init creates the bare repository unless it exists.
+func (s Store) init(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(s.Dir, "HEAD")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	_, err := s.git(ctx, "", "", nil, "init", "--quiet", "--bare", s.Dir)
+	return err
+}
+
+// Head returns the newest snapshot's commit, "" when there is none.
+func (s Store) Head(ctx context.Context) (string, error) {
+	if _, err := os.Stat(filepath.Join(s.Dir, "HEAD")); err != nil {
+		return "", nil
+	}
+	out, err := s.git(ctx, "", "", nil, "rev-parse", "--verify", "--quiet", Ref+"^{commit}")
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", nil
+		}
+		return "", err
+	}
+	return out, nil
+}
+
+// Take snapshots dir with message as the commit's message.
+func (s Store) Take(ctx context.Context, dir, message string) (Snapshot, error) {
+	if err := s.init(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	index := filepath.Join(s.Dir, indexFile)
+	// A writer killed mid-snapshot leaves its lock behind; this process is
+	// the store's only writer.
+	_ = os.Remove(index + ".lock")
+	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+		return Snapshot{}, err
+	}
+	tree, err := s.git(ctx, dir, index, nil, "write-tree")
+	if err != nil {
+		return Snapshot{}, err
+	}
+	prev, err := s.Head(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	args := []string{"commit-tree", tree, "-m", message}
+	prevTree := emptyTree
+	if prev != "" {
+		args = append(args, "-p", prev)
+		if prevTree, err = s.git(ctx, "", "", nil, "rev-parse", prev+"^{tree}"); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	commit, err := s.git(ctx, "", "", nil, args...)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	// The compare-and-swap makes the ref move only from the head read above.
+	old := prev
+	if old == "" {
+		old = strings.Repeat("0", 40)
+	}
+	if _, err := s.git(ctx, "", "", nil, "update-ref", "-m", message, Ref, commit, old); err != nil {
+		return Snapshot{}, err
+	}
+	changed, err := s.git(ctx, "", "", nil, "diff-tree", "-r", "--name-only", "--no-renames", prevTree, tree)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	n := 0
+	if changed != "" {
+		n = strings.Count(changed, "\n") + 1
+	}
+	return Snapshot{Commit: commit, Tree: tree, FilesChanged: n}, nil
+}
+
+// Restore makes dir hold exactly the snapshot commit: its files written,
+// files of dir that the snapshot lacks removed (ignored files stay). dir
+// may be empty or missing (a new copy).
+func (s Store) Restore(ctx context.Context, dir, commit string) error {
+	if !validID(commit) {
+		return fmt.Errorf("checkpoint: %q is not a commit id", commit)
+	}
+	if _, err := s.git(ctx, "", "", nil, "cat-file", "-e", commit+"^{commit}"); err != nil {
+		return fmt.Errorf("checkpoint: no snapshot %s: %w", commit, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	// A private index for this copy: it first records what dir holds now,
+	// so that reading the snapshot over it removes what the snapshot lacks.
+	tmp, err := os.CreateTemp(s.Dir, "restore-*.index")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	index := tmp.Name()
+	tmp.Close()
+	os.Remove(index)
+	defer os.Remove(index)
+	defer os.Remove(index + ".lock")
+	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+		return err
+	}
+	if _, err := s.git(ctx, dir, index, nil, "read-tree", "-u", "--reset", commit); err != nil {
+		return err
+	}
+	// The store's own index no longer describes dir: the next snapshot
+	// reads every file again.
+	if err := os.Remove(filepath.Join(s.Dir, indexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Files returns the paths of the files of the snapshot commit.
+func (s Store) Files(ctx context.Context, commit string) ([]string, error) {
+	out, err := s.git(ctx, "", "", nil, "ls-tree", "-r", "--name-only", commit)
+	if err != nil || out == "" {
+		return nil, err
+	}
+	return strings.Split(out, "\n"), nil
+}
+
+func validID(id string) bool {
+	if len(id) != 40 && len(id) != 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

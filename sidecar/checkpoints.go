@@ -1,0 +1,42 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentbus/agentbus/sidecar/checkpoint"
+	"github.com/agentbus/agentbus/sidecar/engine"
+	"github.com/agentbus/agentbus/sidecar/protocol"
+)
+
+// checkpointTimeout bounds one snapshot of the working directory.
+const checkpointTimeout = 2 * time.Minute
+
+// checkpoint snapshots the working directory at the end of the session's
+// n-th turn of this sidecar and returns it with the engine's position,
+// or nil when the sidecar keeps no checkpoints or the snapshot failed (the
+// session goes on; the log says why).
+func (r *runner) checkpoint(n int) *protocol.Checkpoint {
+	cfg := r.config()
+	if cfg.CheckpointStore == "" || cfg.WorkingDirectory == "" {
+		return nil
+	}
+	turn := cfg.TurnsBefore + n
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+	defer cancel()
+	started := time.Now()
+	snap, err := checkpoint.Store{Dir: cfg.CheckpointStore}.Take(ctx, cfg.WorkingDirectory, fmt.Sprintf("turn %d", turn))
+	if err != nil {
+		r.log.Error("checkpoint not taken", "turn", turn, "error", err)
+		return nil
+	}
+	cp := &protocol.Checkpoint{Turn: turn, Commit: snap.Commit, Tree: snap.Tree, FilesChanged: snap.FilesChanged,
+		EngineSessionID: r.sess.ID()}
+	if p, ok := r.sess.(engine.Positioner); ok {
+		cp.Position = p.Position()
+	}
+	r.log.Info("checkpoint taken", "turn", turn, "commit", snap.Commit, "files_changed", snap.FilesChanged,
+		"took", time.Since(started))
+	return cp
+}
