@@ -372,6 +372,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/sessions/{id}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a session's checkpoints
+         * @description The state the session had at the end of each turn: its working directory's snapshot and where its agent's conversation stood. Fork or rewind the session at one of them.
+         */
+        get: operations["get-session-checkpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/sessions/{id}/close": {
         parameters: {
             query?: never;
@@ -426,6 +446,26 @@ export interface paths {
          * @description Stops the session for good without letting its agent finish the running tool: the agent is abandoned at once (-> Cancelling; Cancelled once the sidecar ended). A Queued session is Cancelled at once.
          */
         post: operations["force-cancel-session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/sessions/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork a session at a checkpoint
+         * @description Creates a new session (Queued until a pool slot is free, like any start) whose working directory is a new copy of the checkpoint's snapshot and whose agent goes on from the conversation as it stood at that checkpoint. The parent is untouched.
+         */
+        post: operations["fork-session"];
         delete?: never;
         options?: never;
         head?: never;
@@ -790,6 +830,26 @@ export interface paths {
          * @description Queues a Failed session again (-> Queued), at most three times.
          */
         post: operations["retry-session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/sessions/{id}/rewind": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rewind a session to a checkpoint
+         * @description Takes an Idle, Paused or Interrupted session back to a checkpoint: its working directory and its agent's conversation are restored. What came after stays in the transcript (the later checkpoints are marked rewound) and the metrics keep what it cost.
+         */
+        post: operations["rewind-session"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1411,6 +1471,11 @@ export interface components {
              */
             id: string;
             /**
+             * @description The session was later rewound to a checkpoint before this item: it is kept, but no longer on the session's line.
+             * @example false
+             */
+            rewound?: boolean;
+            /**
              * Format: uuid
              * @description The session's id.
              * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
@@ -2000,6 +2065,67 @@ export interface components {
              */
             totalCostUsd: number;
         };
+        Checkpoint: {
+            /**
+             * Format: int64
+             * @description The activity cursor of the turn's end: the activity up to it is what the checkpoint had.
+             * @example 1042
+             */
+            cursor: number;
+            /**
+             * @description The engine's conversation the agent was in.
+             * @example script-5d6e7f8a-9b0c-4d1e-8f2a-3b4c5d6e7f8a
+             */
+            engineSessionId: string;
+            /**
+             * Format: int64
+             * @description Files the turn added, changed or removed.
+             * @example 3
+             */
+            filesChanged: number;
+            /**
+             * @description The agent's last text message of the turn; empty when it wrote none.
+             * @example The retries are in place.
+             */
+            lastMessage: string;
+            /**
+             * Format: date-time
+             * @description When the turn ended.
+             * @example 2026-03-01T09:00:05Z
+             */
+            recordedAt: string;
+            /**
+             * @description The session was later rewound before this checkpoint: it is kept, and may still be forked, but is no longer on the session's line.
+             * @example false
+             */
+            rewound: boolean;
+            /**
+             * @description The working directory's snapshot id (a git commit in the session's checkpoint store).
+             * @example 3f1c9a0e5b7d2c4a6e8f0b1d3c5e7a9b2d4f6a8c
+             */
+            snapshot: string;
+            /**
+             * @description The snapshot's tree id: two checkpoints with the same tree hold the same files.
+             * @example 9b2d4f6a8c3f1c9a0e5b7d2c4a6e8f0b1d3c5e7a
+             */
+            tree: string;
+            /**
+             * Format: int64
+             * @description The turn the checkpoint ends; fork and rewind name a checkpoint by it.
+             * @example 2
+             */
+            turn: number;
+        };
+        CheckpointList: {
+            /** @description The checkpoints, oldest first. */
+            items: components["schemas"]["Checkpoint"][];
+            /**
+             * Format: uuid
+             * @description The session's id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            sessionId: string;
+        };
         ConsolidateSkillRequest: {
             /**
              * Format: double
@@ -2139,6 +2265,38 @@ export interface components {
              * @enum {string}
              */
             reason: "BudgetExhausted" | "VerificationFailed" | "AgentError" | "ManualCancellation" | "Timeout" | "InfrastructureError";
+        };
+        ForkRequest: {
+            /**
+             * Format: int64
+             * @description The turn whose checkpoint the fork starts from (see the checkpoints list).
+             * @example 1
+             */
+            checkpoint: number;
+            /**
+             * @description A name for the fork; by default the parent's, marked as a fork.
+             * @example HTTP retries (circuit breaker)
+             */
+            name?: string;
+            /**
+             * @description What the fork is to do next: its agent's first message, on top of the conversation up to the checkpoint. Without it the fork waits for a message, with the parent's objective.
+             * @example Try it with a circuit breaker instead.
+             */
+            objective?: string;
+        };
+        ForkedFrom: {
+            /**
+             * Format: int64
+             * @description The parent's turn whose checkpoint the fork started from.
+             * @example 1
+             */
+            checkpoint: number;
+            /**
+             * Format: uuid
+             * @description The parent session.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            sessionId: string;
         };
         HandoffDocument: {
             /**
@@ -2995,6 +3153,14 @@ export interface components {
              */
             additionalInstruction?: string;
         };
+        RewindRequest: {
+            /**
+             * Format: int64
+             * @description The turn whose checkpoint the session goes back to.
+             * @example 2
+             */
+            checkpoint: number;
+        };
         RotateWebhookRequest: {
             /**
              * Format: int64
@@ -3328,6 +3494,8 @@ export interface components {
             executionMode: "Standalone" | "ParallelBatch" | "SequentialQueue";
             /** @description Why the session failed, when it did. */
             failure?: components["schemas"]["Failure"];
+            /** @description The checkpoint the session was forked from, for a fork. */
+            forkedFrom?: components["schemas"]["ForkedFrom"];
             /**
              * @description Whether output waits for the owner's approval or rejection.
              * @example false
@@ -3443,6 +3611,15 @@ export interface components {
              * @example /home/bruno/src/shop
              */
             workingDirectory: string;
+        };
+        SessionForkedEvent: {
+            /** Format: int64 */
+            checkpoint: number;
+            /** Format: date-time */
+            occurredAt: string;
+            ownerId: string;
+            parentSessionId: string;
+            sessionId: string;
         };
         SessionHandoffInitiatedEvent: {
             chainId: string;
@@ -3711,6 +3888,16 @@ export interface components {
             occurredAt: string;
             ownerId: string;
             sessionId: string;
+        };
+        SessionRewoundEvent: {
+            /** Format: int64 */
+            fromTurn: number;
+            /** Format: date-time */
+            occurredAt: string;
+            ownerId: string;
+            sessionId: string;
+            /** Format: int64 */
+            turn: number;
         };
         SessionSkillDisabledEvent: {
             /** Format: date-time */
@@ -4082,7 +4269,7 @@ export interface components {
             session: components["schemas"]["SessionDetail"];
         };
         /** @description One domain event of a session, its queue or its chain. Its data depends on type. */
-        StreamEvent: components["schemas"]["StreamEventSessionInterruptRequested"] | components["schemas"]["StreamEventSessionInterrupted"] | components["schemas"]["StreamEventSessionPauseRequested"] | components["schemas"]["StreamEventSessionPaused"] | components["schemas"]["StreamEventSessionResumeRequested"] | components["schemas"]["StreamEventSessionResumed"] | components["schemas"]["StreamEventSessionCancelRequested"] | components["schemas"]["StreamEventSessionCancelled"] | components["schemas"]["StreamEventSessionReloadRequested"] | components["schemas"]["StreamEventSessionReloaded"] | components["schemas"]["StreamEventAgentSessionCreated"] | components["schemas"]["StreamEventAgentSessionStarted"] | components["schemas"]["StreamEventAgentSessionTurnBegun"] | components["schemas"]["StreamEventAgentSessionTurnCompleted"] | components["schemas"]["StreamEventAgentSessionOutputReady"] | components["schemas"]["StreamEventAgentSessionApproved"] | components["schemas"]["StreamEventAgentSessionClosed"] | components["schemas"]["StreamEventAgentSessionRejected"] | components["schemas"]["StreamEventAgentSessionFailed"] | components["schemas"]["StreamEventAgentSessionRetried"] | components["schemas"]["StreamEventContextNearingLimit"] | components["schemas"]["StreamEventContextExhausted"] | components["schemas"]["StreamEventSessionVoluntaryHandoff"] | components["schemas"]["StreamEventSessionChainAssigned"] | components["schemas"]["StreamEventSessionWaitingForInput"] | components["schemas"]["StreamEventSessionInputReceived"] | components["schemas"]["StreamEventSessionInputTimedOut"] | components["schemas"]["StreamEventSessionPauseTimedOut"] | components["schemas"]["StreamEventSessionPlanCreated"] | components["schemas"]["StreamEventSessionPlanPendingApproval"] | components["schemas"]["StreamEventSessionPlanApproved"] | components["schemas"]["StreamEventSessionPlanRejected"] | components["schemas"]["StreamEventSessionTaskListUpdated"] | components["schemas"]["StreamEventSessionSkillEnabled"] | components["schemas"]["StreamEventSessionSkillDisabled"] | components["schemas"]["StreamEventSessionMetricsUpdated"] | components["schemas"]["StreamEventSessionBudgetWarning"] | components["schemas"]["StreamEventSessionBudgetExhausted"] | components["schemas"]["StreamEventSessionBudgetRaised"] | components["schemas"]["StreamEventSessionAutoContinued"] | components["schemas"]["StreamEventSessionAutoContinueExhausted"] | components["schemas"]["StreamEventAgentApiTaskCreated"] | components["schemas"]["StreamEventToolPermissionRequested"] | components["schemas"]["StreamEventToolPermissionGranted"] | components["schemas"]["StreamEventToolPermissionDenied"] | components["schemas"]["StreamEventToolPermissionTimedOut"] | components["schemas"]["StreamEventAgentMessageRecorded"] | components["schemas"]["StreamEventToolCallStarted"] | components["schemas"]["StreamEventToolCallCompleted"] | components["schemas"]["StreamEventSubAgentSessionStarted"] | components["schemas"]["StreamEventSubAgentSessionCompleted"] | components["schemas"]["StreamEventSubAgentSessionFailed"] | components["schemas"]["StreamEventSessionAllocated"] | components["schemas"]["StreamEventSessionReleased"] | components["schemas"]["StreamEventSessionPoolExhausted"] | components["schemas"]["StreamEventMessageEnqueued"] | components["schemas"]["StreamEventMessageDelivered"] | components["schemas"]["StreamEventMessageCancelled"] | components["schemas"]["StreamEventMessagePromotedToImmediate"] | components["schemas"]["StreamEventSessionChainCreated"] | components["schemas"]["StreamEventSessionHandoffInitiated"] | components["schemas"]["StreamEventSessionAddedToChain"] | components["schemas"]["StreamEventSessionChainCompleted"] | components["schemas"]["StreamEventSessionChainCancelled"] | components["schemas"]["StreamEventAgentSkillCreated"] | components["schemas"]["StreamEventAgentSkillUpdated"] | components["schemas"]["StreamEventAgentSkillInstructionsUpdated"] | components["schemas"]["StreamEventAgentSkillDeactivated"] | components["schemas"]["StreamEventAgentSkillActivated"] | components["schemas"]["StreamEventMemoryPillRecorded"] | components["schemas"]["StreamEventSkillConsolidated"] | components["schemas"]["StreamEventMemoryPillDismissed"] | components["schemas"]["StreamEventAgentTemplateCreated"] | components["schemas"]["StreamEventAgentTemplateUpdated"] | components["schemas"]["StreamEventAgentTemplateDeactivated"] | components["schemas"]["StreamEventAgentTemplateActivated"];
+        StreamEvent: components["schemas"]["StreamEventSessionInterruptRequested"] | components["schemas"]["StreamEventSessionInterrupted"] | components["schemas"]["StreamEventSessionPauseRequested"] | components["schemas"]["StreamEventSessionPaused"] | components["schemas"]["StreamEventSessionResumeRequested"] | components["schemas"]["StreamEventSessionResumed"] | components["schemas"]["StreamEventSessionCancelRequested"] | components["schemas"]["StreamEventSessionCancelled"] | components["schemas"]["StreamEventSessionReloadRequested"] | components["schemas"]["StreamEventSessionReloaded"] | components["schemas"]["StreamEventAgentSessionCreated"] | components["schemas"]["StreamEventAgentSessionStarted"] | components["schemas"]["StreamEventAgentSessionTurnBegun"] | components["schemas"]["StreamEventAgentSessionTurnCompleted"] | components["schemas"]["StreamEventAgentSessionOutputReady"] | components["schemas"]["StreamEventAgentSessionApproved"] | components["schemas"]["StreamEventAgentSessionClosed"] | components["schemas"]["StreamEventAgentSessionRejected"] | components["schemas"]["StreamEventAgentSessionFailed"] | components["schemas"]["StreamEventAgentSessionRetried"] | components["schemas"]["StreamEventContextNearingLimit"] | components["schemas"]["StreamEventContextExhausted"] | components["schemas"]["StreamEventSessionVoluntaryHandoff"] | components["schemas"]["StreamEventSessionChainAssigned"] | components["schemas"]["StreamEventSessionForked"] | components["schemas"]["StreamEventSessionRewound"] | components["schemas"]["StreamEventSessionWaitingForInput"] | components["schemas"]["StreamEventSessionInputReceived"] | components["schemas"]["StreamEventSessionInputTimedOut"] | components["schemas"]["StreamEventSessionPauseTimedOut"] | components["schemas"]["StreamEventSessionPlanCreated"] | components["schemas"]["StreamEventSessionPlanPendingApproval"] | components["schemas"]["StreamEventSessionPlanApproved"] | components["schemas"]["StreamEventSessionPlanRejected"] | components["schemas"]["StreamEventSessionTaskListUpdated"] | components["schemas"]["StreamEventSessionSkillEnabled"] | components["schemas"]["StreamEventSessionSkillDisabled"] | components["schemas"]["StreamEventSessionMetricsUpdated"] | components["schemas"]["StreamEventSessionBudgetWarning"] | components["schemas"]["StreamEventSessionBudgetExhausted"] | components["schemas"]["StreamEventSessionBudgetRaised"] | components["schemas"]["StreamEventSessionAutoContinued"] | components["schemas"]["StreamEventSessionAutoContinueExhausted"] | components["schemas"]["StreamEventAgentApiTaskCreated"] | components["schemas"]["StreamEventToolPermissionRequested"] | components["schemas"]["StreamEventToolPermissionGranted"] | components["schemas"]["StreamEventToolPermissionDenied"] | components["schemas"]["StreamEventToolPermissionTimedOut"] | components["schemas"]["StreamEventAgentMessageRecorded"] | components["schemas"]["StreamEventToolCallStarted"] | components["schemas"]["StreamEventToolCallCompleted"] | components["schemas"]["StreamEventSubAgentSessionStarted"] | components["schemas"]["StreamEventSubAgentSessionCompleted"] | components["schemas"]["StreamEventSubAgentSessionFailed"] | components["schemas"]["StreamEventSessionAllocated"] | components["schemas"]["StreamEventSessionReleased"] | components["schemas"]["StreamEventSessionPoolExhausted"] | components["schemas"]["StreamEventMessageEnqueued"] | components["schemas"]["StreamEventMessageDelivered"] | components["schemas"]["StreamEventMessageCancelled"] | components["schemas"]["StreamEventMessagePromotedToImmediate"] | components["schemas"]["StreamEventSessionChainCreated"] | components["schemas"]["StreamEventSessionHandoffInitiated"] | components["schemas"]["StreamEventSessionAddedToChain"] | components["schemas"]["StreamEventSessionChainCompleted"] | components["schemas"]["StreamEventSessionChainCancelled"] | components["schemas"]["StreamEventAgentSkillCreated"] | components["schemas"]["StreamEventAgentSkillUpdated"] | components["schemas"]["StreamEventAgentSkillInstructionsUpdated"] | components["schemas"]["StreamEventAgentSkillDeactivated"] | components["schemas"]["StreamEventAgentSkillActivated"] | components["schemas"]["StreamEventMemoryPillRecorded"] | components["schemas"]["StreamEventSkillConsolidated"] | components["schemas"]["StreamEventMemoryPillDismissed"] | components["schemas"]["StreamEventAgentTemplateCreated"] | components["schemas"]["StreamEventAgentTemplateUpdated"] | components["schemas"]["StreamEventAgentTemplateDeactivated"] | components["schemas"]["StreamEventAgentTemplateActivated"];
         /** @description The domain event agent_api_task_created. */
         StreamEventAgentApiTaskCreated: {
             /**
@@ -5469,6 +5656,39 @@ export interface components {
              */
             version: number;
         };
+        /** @description The domain event session_forked. */
+        StreamEventSessionForked: {
+            /**
+             * @description The kind of aggregate the event is about.
+             * @example session
+             * @enum {string}
+             */
+            aggregate: "session";
+            /**
+             * @description The aggregate's id; for a session's events, the session id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            aggregateId: string;
+            /** @description The event's payload. */
+            data: components["schemas"]["SessionForkedEvent"];
+            /**
+             * Format: date-time
+             * @description When the event happened.
+             * @example 2025-01-02T15:04:05Z
+             */
+            occurredAt: string;
+            /**
+             * @description The domain event's name. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "session_forked";
+            /**
+             * Format: int64
+             * @description The aggregate's version after the event.
+             * @example 7
+             */
+            version: number;
+        };
         /** @description The domain event session_handoff_initiated. */
         StreamEventSessionHandoffInitiated: {
             /**
@@ -6089,6 +6309,39 @@ export interface components {
              * @enum {string}
              */
             type: "session_resumed";
+            /**
+             * Format: int64
+             * @description The aggregate's version after the event.
+             * @example 7
+             */
+            version: number;
+        };
+        /** @description The domain event session_rewound. */
+        StreamEventSessionRewound: {
+            /**
+             * @description The kind of aggregate the event is about.
+             * @example session
+             * @enum {string}
+             */
+            aggregate: "session";
+            /**
+             * @description The aggregate's id; for a session's events, the session id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            aggregateId: string;
+            /** @description The event's payload. */
+            data: components["schemas"]["SessionRewoundEvent"];
+            /**
+             * Format: date-time
+             * @description When the event happened.
+             * @example 2025-01-02T15:04:05Z
+             */
+            occurredAt: string;
+            /**
+             * @description The domain event's name. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "session_rewound";
             /**
              * Format: int64
              * @description The aggregate's version after the event.
@@ -9539,6 +9792,74 @@ export interface operations {
             };
         };
     };
+    "get-session-checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "close-session": {
         parameters: {
             query?: never;
@@ -9724,6 +10045,103 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SessionDetail"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "fork-session": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartSessionResponse"];
                 };
             };
             /** @description Unauthorized */
@@ -11373,6 +11791,102 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["RetryRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionDetail"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Gateway Timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "rewind-session": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the command safe to repeat: a repeat with the same key (same caller, method and path) returns the first response and changes nothing. Remembered for 24 hours.
+                 * @example 6f1c2b0e-3d4a-4e5f-8a9b-0c1d2e3f4a5b
+                 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RewindRequest"];
             };
         };
         responses: {
