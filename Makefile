@@ -134,13 +134,17 @@ STEERING_SAMPLES  ?= 200
 STEERING_SESSIONS ?= 10,1000
 STEERING_HISTORY  ?= 0,1000
 STEERING_HOLD_TX  ?= 1
+# Live sessions at which the density benchmark measures a sidecar's memory
+# (private and PSS per session; comma-separated).
+LIVE_SIDECARS ?= 1,10,50
 # Requests per row of the commands-over-HTTP benchmark: up to 20 per
 # session (200 sessions) stay within each session's rate limit burst.
 COMMANDS_HTTP_REQUESTS ?= 4000
 
 ## bench: run the Go benchmarks and the end-to-end steering benchmark (plot in steering.png), and print a table
 bench: deps
-	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	AGENTBUS_BENCH_LIVE_SIDECARS=$(LIVE_SIDECARS) \
+	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkCommandsHTTP$$' -benchtime $(COMMANDS_HTTP_REQUESTS)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	AGENTBUS_BENCH_SESSIONS=$(STEERING_SESSIONS) AGENTBUS_BENCH_HISTORY=$(STEERING_HISTORY) \
 	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,50 +25,20 @@ import (
 
 // BenchmarkSidecarStart measures, sandboxed beside unsandboxed in the same
 // run, the time from StartSession to the sidecar's session_started (p50 of
-// b.N starts of each, taken in turns), and the memory (RSS and PSS, from
+// b.N starts of each, taken in turns), and the memory (private and PSS, from
 // smaps_rollup) of every process of one idle sidecar: bwrap's two and the
-// sidecar's in a sandbox, the sidecar's alone without.
+// sidecar's in a sandbox, the sidecar's alone without. BenchmarkSidecarDensity
+// measures it with many sidecars live.
 //
 //	go test -run '^$' -bench SidecarStart -benchtime 20x ./sidecar/launcher/
 func BenchmarkSidecarStart(b *testing.B) {
-	rdb, redisURL := testenv.Redis(b), testenv.RedisURL(b)
-	exe, err := os.Executable()
-	require.NoError(b, err)
-	sb, err := sandbox.New(sandbox.Config{})
-	require.NoError(b, err)
-	dir := b.TempDir()
-	modes := []struct {
-		name string
-		sb   *sandbox.Sandbox
-	}{{"unsandboxed", nil}, {"sandboxed", sb}}
-	launchers := map[string]*launcher.Launcher{}
-	for _, m := range modes {
-		l, err := launcher.New(launcher.Config{Mode: launcher.ModeProcess, Redis: rdb, RedisURL: redisURL, Binary: exe,
-			ConfigDir: filepath.Join(dir, "configs"), LogDir: filepath.Join(dir, "logs"), Name: "bench-" + m.name + "-" + uuid.NewString()[:8],
-			Sandbox: m.sb, SandboxDir: filepath.Join(dir, "sandboxes")})
-		require.NoError(b, err)
-		require.NoError(b, l.Start(context.Background()))
-		b.Cleanup(func() { _ = l.Close() })
-		launchers[m.name] = l
-	}
-	zero := int64(0)
-	start := func(l *launcher.Launcher) (string, time.Duration) {
-		work := filepath.Join(dir, "work", uuid.NewString())
-		require.NoError(b, os.MkdirAll(work, 0o755))
-		cfg := protocol.Config{SessionID: uuid.NewString(), Objective: "Say hello", WorkingDirectory: work, StayIdle: true,
-			Script: protocol.ScriptOptions{Scenario: "default", PaceMS: &zero}}
-		t0 := time.Now()
-		_, err := l.StartSession(context.Background(), cfg, "k")
-		require.NoError(b, err)
-		waitFor(b, rdb, cfg.SessionID, protocol.EventSessionStarted)
-		return cfg.SessionID, time.Since(t0)
-	}
+	rdb, modes, start := benchLaunchers(b)
 
 	took := map[string][]float64{}
 	b.ResetTimer()
 	for range b.N {
 		for _, m := range modes {
-			l := launchers[m.name]
+			l := m.l
 			id, d := start(l)
 			took[m.name] = append(took[m.name], float64(d.Microseconds())/1000)
 			require.NoError(b, l.Stop(id))
@@ -84,17 +55,116 @@ func BenchmarkSidecarStart(b *testing.B) {
 
 	// One idle sidecar of each: its turn done, waiting for a message.
 	for _, m := range modes {
-		l := launchers[m.name]
+		l := m.l
 		id, _ := start(l)
 		waitFor(b, rdb, id, protocol.EventTurnCompleted)
 		time.Sleep(500 * time.Millisecond)
 		pid, ok := l.PID(id)
 		require.True(b, ok)
-		rss, pss, n := treeMemory(pid)
-		b.ReportMetric(float64(rss)/1024, "MiB-rss-idle-"+m.name)
-		b.ReportMetric(float64(pss)/1024, "MiB-pss-idle-"+m.name)
-		b.ReportMetric(float64(n), "processes-idle-"+m.name)
+		mem := treeMemory(pid)
+		b.ReportMetric(float64(mem.private)/1024, "MiB-private-idle-"+m.name)
+		b.ReportMetric(float64(mem.pss)/1024, "MiB-pss-idle-"+m.name)
+		b.ReportMetric(float64(mem.processes), "processes-idle-"+m.name)
 		require.NoError(b, l.Stop(id))
+	}
+}
+
+// benchMode is a launcher of the benchmarks, sandboxed or not.
+type benchMode struct {
+	name string
+	l    *launcher.Launcher
+}
+
+// benchLaunchers returns an unsandboxed and a sandboxed launcher running
+// this test binary as the sidecar, and what starts one idle session of the
+// script engine on either and waits for its session_started.
+func benchLaunchers(b *testing.B) (*redis.Client, []benchMode, func(*launcher.Launcher) (string, time.Duration)) {
+	rdb, redisURL := testenv.Redis(b), testenv.RedisURL(b)
+	exe, err := os.Executable()
+	require.NoError(b, err)
+	sb, err := sandbox.New(sandbox.Config{})
+	require.NoError(b, err)
+	dir := b.TempDir()
+	var modes []benchMode
+	for _, m := range []struct {
+		name string
+		sb   *sandbox.Sandbox
+	}{{"unsandboxed", nil}, {"sandboxed", sb}} {
+		l, err := launcher.New(launcher.Config{Mode: launcher.ModeProcess, Redis: rdb, RedisURL: redisURL, Binary: exe,
+			ConfigDir: filepath.Join(dir, "configs"), LogDir: filepath.Join(dir, "logs"), Name: "bench-" + m.name + "-" + uuid.NewString()[:8],
+			Sandbox: m.sb, SandboxDir: filepath.Join(dir, "sandboxes"), Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(b, err)
+		require.NoError(b, l.Start(context.Background()))
+		b.Cleanup(func() { _ = l.Close() })
+		modes = append(modes, benchMode{m.name, l})
+	}
+	zero := int64(0)
+	start := func(l *launcher.Launcher) (string, time.Duration) {
+		work := filepath.Join(dir, "work", uuid.NewString())
+		require.NoError(b, os.MkdirAll(work, 0o755))
+		cfg := protocol.Config{SessionID: uuid.NewString(), Objective: "Say hello", WorkingDirectory: work, StayIdle: true,
+			Script: protocol.ScriptOptions{Scenario: "default", PaceMS: &zero}}
+		t0 := time.Now()
+		_, err := l.StartSession(context.Background(), cfg, "k")
+		require.NoError(b, err)
+		waitFor(b, rdb, cfg.SessionID, protocol.EventSessionStarted)
+		return cfg.SessionID, time.Since(t0)
+	}
+	return rdb, modes, start
+}
+
+// BenchmarkSidecarDensity measures what a live session's sidecar costs in
+// memory when many are live at once: for each number of live sessions
+// (AGENTBUS_BENCH_LIVE_SIDECARS, comma-separated, 1,10,50 by default) it
+// starts that many idle script sidecars, sandboxed and unsandboxed in
+// turn, and reports per session their private memory (what each adds to
+// the machine) and PSS (with its share of the pages the sidecars share,
+// the binary's above all, which shrinks as more are live), from
+// smaps_rollup, beside the number of live sessions. RSS would count the
+// shared binary whole in every sidecar.
+//
+//	go test -run '^$' -bench SidecarDensity ./sidecar/launcher/
+func BenchmarkSidecarDensity(b *testing.B) {
+	counts := []int{1, 10, 50}
+	if v := os.Getenv("AGENTBUS_BENCH_LIVE_SIDECARS"); v != "" {
+		counts = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			require.NoError(b, err, "AGENTBUS_BENCH_LIVE_SIDECARS")
+			counts = append(counts, n)
+		}
+	}
+	rdb, modes, start := benchLaunchers(b)
+	for _, live := range counts {
+		b.Run("live="+strconv.Itoa(live), func(b *testing.B) {
+			// One iteration measures everything (it takes well over the
+			// default -benchtime); b.N is not used.
+			b.ReportMetric(float64(live), "live-sessions")
+			for _, m := range modes {
+				ids := make([]string, live)
+				for i := range ids {
+					ids[i], _ = start(m.l)
+				}
+				for _, id := range ids {
+					waitFor(b, rdb, id, protocol.EventTurnCompleted)
+				}
+				time.Sleep(500 * time.Millisecond)
+				var mem memory
+				for _, id := range ids {
+					pid, ok := m.l.PID(id)
+					require.True(b, ok)
+					mem.add(treeMemory(pid))
+				}
+				n := float64(live)
+				b.ReportMetric(float64(mem.private)/1024/n, "MiB-private/session-"+m.name)
+				b.ReportMetric(float64(mem.pss)/1024/n, "MiB-pss/session-"+m.name)
+				b.ReportMetric(float64(mem.processes)/n, "processes/session-"+m.name)
+				for _, id := range ids {
+					require.NoError(b, m.l.Stop(id))
+				}
+			}
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
 
@@ -114,14 +184,33 @@ func waitFor(b *testing.B, rdb *redis.Client, id, typ string) {
 	b.Fatalf("no %s for session %s", typ, id)
 }
 
-// treeMemory sums the RSS and PSS (KiB) of pid and its descendants.
-func treeMemory(pid int) (rss, pss int64, n int) {
+// memory is what a tree of processes holds, in KiB, from smaps_rollup.
+type memory struct {
+	// private is the pages no other process maps: what the tree alone
+	// costs the machine.
+	private int64
+	// pss is the proportional set size: private pages, plus each shared
+	// page divided by the number of processes mapping it. Summed over
+	// every process it is the machine's memory in use.
+	pss       int64
+	processes int
+}
+
+func (m *memory) add(o memory) {
+	m.private += o.private
+	m.pss += o.pss
+	m.processes += o.processes
+}
+
+// treeMemory sums the memory of pid and its descendants.
+func treeMemory(pid int) memory {
+	var mem memory
 	for _, p := range append([]int{pid}, descendants(pid)...) {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", p))
 		if err != nil {
 			continue
 		}
-		n++
+		mem.processes++
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
@@ -130,13 +219,13 @@ func treeMemory(pid int) (rss, pss int64, n int) {
 			}
 			v, _ := strconv.ParseInt(fields[1], 10, 64)
 			switch fields[0] {
-			case "Rss:":
-				rss += v
 			case "Pss:":
-				pss += v
+				mem.pss += v
+			case "Private_Clean:", "Private_Dirty:":
+				mem.private += v
 			}
 		}
 		f.Close()
 	}
-	return rss, pss, n
+	return mem
 }
