@@ -13,7 +13,7 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: servers deps apt-install claude build run test fuzz bench chaos tools ui clean
+.PHONY: servers deps apt-install claude build run test fuzz bench bench-relay chaos tools ui clean
 
 # What `make run` needs from the machine: the Postgres and Redis servers,
 # bubblewrap, which confines each session's agent in a sandbox, and
@@ -144,13 +144,24 @@ COMMANDS_HTTP_REQUESTS ?= 4000
 ## bench: run the Go benchmarks and the end-to-end steering benchmark (plot in steering.png), and print a table
 bench: deps
 	AGENTBUS_BENCH_LIVE_SIDECARS=$(LIVE_SIDECARS) \
-	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP|RelayScale)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkCommandsHTTP$$' -benchtime $(COMMANDS_HTTP_REQUESTS)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	AGENTBUS_BENCH_SESSIONS=$(STEERING_SESSIONS) AGENTBUS_BENCH_HISTORY=$(STEERING_HISTORY) \
 	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \
 	  $(GO) test -run '^$$' -bench '^BenchmarkSteering$$' -benchtime $(STEERING_SAMPLES)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	@echo; echo "benchmark table:"; grep -E '^(Benchmark|ok|pkg)' bench.out | column -t
 	@echo; awk '/beside (its|the) skeleton/ {p = 1} /^(PASS|ok|Benchmark|steering plot)/ {p = 0} p' bench.out
+
+# The live sessions at which the relay's scale is measured (comma-separated).
+RELAY_SESSIONS ?= 100,1000,10000
+
+## bench-relay: the relay's scale at $(RELAY_SESSIONS) live sessions: idle CPU of `up`, its Redis and Postgres,
+## Redis CPU per forwarded event beside a bare XADD's; then the relay alone on a Redis of its own; a table (bench-relay.out)
+bench-relay: deps
+	AGENTBUS_BENCH_SCALE_SESSIONS=$(RELAY_SESSIONS) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkRelayScale$$' -count 1 -timeout 60m ./cmd/agentbus | tee bench-relay.out
+	$(GO) test -run '^$$' -bench '^BenchmarkRedisCost$$' -count 1 -timeout 30m ./relay | tee -a bench-relay.out
+	@echo; echo "relay scale:"; grep -E '^(Benchmark|ok|pkg)' bench-relay.out | column -t
 
 ## ui: rebuild the dashboard (ui/dist, embedded in the binary) from ui/web with npm, its client types generated from the OpenAPI document
 ui:
@@ -166,4 +177,4 @@ tools:
 	@echo "bin/nats built: set -a; . .agentbus/credentials.env; set +a; bin/nats --server \"\$$NATS_URL\" stream ls"
 
 clean:
-	rm -rf bin bench.out steering.png
+	rm -rf bin bench.out bench-relay.out steering.png
