@@ -64,6 +64,7 @@ var payloads = map[string]any{
 	"MetricsData":            command.MetricsData{},
 	"AllocateResult":         command.AllocateResult{},
 	"IssueSidecarKeyData":    command.IssueSidecarKeyData{},
+	"RewindData":             command.RewindData{Turn: 2},
 	"IssueSidecarKeyResult":  command.IssueSidecarKeyResult{},
 	"ToolDefinition":         command.ToolDefinition{},
 	"SubAgentDefinition":     command.SubAgentDefinition{},
