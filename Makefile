@@ -140,15 +140,20 @@ LIVE_SIDECARS ?= 1,10,50
 # Requests per row of the commands-over-HTTP benchmark: up to 20 per
 # session (200 sessions) stay within each session's rate limit burst.
 COMMANDS_HTTP_REQUESTS ?= 4000
+# Live sessions and messages of the delivery-under-load benchmark.
+DELIVERY_SESSIONS ?= 200
+DELIVERY_MESSAGES ?= 2000
 
 ## bench: run the Go benchmarks and the end-to-end steering benchmark (plot in steering.png), and print a table
 bench: deps
 	AGENTBUS_BENCH_LIVE_SIDECARS=$(LIVE_SIDECARS) \
-	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP|RelayScale)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP|RelayScale|DeliveryUnderLoad)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkCommandsHTTP$$' -benchtime $(COMMANDS_HTTP_REQUESTS)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	AGENTBUS_BENCH_SESSIONS=$(STEERING_SESSIONS) AGENTBUS_BENCH_HISTORY=$(STEERING_HISTORY) \
 	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \
 	  $(GO) test -run '^$$' -bench '^BenchmarkSteering$$' -benchtime $(STEERING_SAMPLES)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
+	AGENTBUS_BENCH_DELIVERY_SESSIONS=$(DELIVERY_SESSIONS) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkDeliveryUnderLoad$$' -benchtime $(DELIVERY_MESSAGES)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	@echo; echo "benchmark table:"; grep -E '^(Benchmark|ok|pkg)' bench.out | column -t
 	@echo; awk '/beside (its|the) skeleton/ {p = 1} /^(PASS|ok|Benchmark|steering plot)/ {p = 0} p' bench.out
 

@@ -20,7 +20,7 @@ var filesAfterTurn = map[int]map[string]string{
 }
 
 // dirFiles returns the files under dir and their contents.
-func dirFiles(t *testing.T, dir string) map[string]string {
+func dirFiles(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -48,7 +48,7 @@ func (e sseEvent) label() string {
 // sseStream is an open live stream; its events come on events, without
 // pings.
 type sseStream struct {
-	t      *testing.T
+	t      testing.TB
 	events chan sseEvent
 }
 

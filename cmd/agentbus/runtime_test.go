@@ -28,7 +28,7 @@ import (
 // runs it as `agentbus sidecar`), driving the script engine.
 type upUnderTest struct {
 	*uptest.Client
-	t         *testing.T
+	t         testing.TB
 	args      []string
 	base      string
 	token     string
@@ -44,7 +44,7 @@ type upUnderTest struct {
 
 const runtimeSecret = "runtime-test-secret"
 
-func startUpWithRuntime(t *testing.T, extraArgs ...string) *upUnderTest {
+func startUpWithRuntime(t testing.TB, extraArgs ...string) *upUnderTest {
 	t.Helper()
 	dataDir, err := testenv.TempDir("runtime")
 	require.NoError(t, err)
