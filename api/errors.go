@@ -282,8 +282,13 @@ func mapError(ctx context.Context, err error) *Problem {
 		return p
 	}
 	if !ok {
-		if !errors.Is(err, context.Canceled) {
-			slog.ErrorContext(ctx, "api: internal error", "err", err)
+		if errors.Is(err, context.Canceled) {
+			// Mostly a client that went away, which reads no answer; but
+			// one still waiting gets a 500, and the log must say why.
+			slog.WarnContext(ctx, "api: request cancelled before its answer", "component", "api", "err", err,
+				"request_cancelled", ctx.Err() != nil)
+		} else {
+			slog.ErrorContext(ctx, "api: internal error", "component", "api", "err", err)
 		}
 		return newProblemOf(http.StatusInternalServerError, KindInternal, "internal error")
 	}
