@@ -292,15 +292,32 @@ func (r *runner) config() protocol.Config {
 	return r.cfg
 }
 
+// loadCursor reads the id of the last command entry handled, and whether a
+// predecessor left one (the sidecar is a restart).
+//
+// A failed read is tried again for up to WriteTimeout, as a write is: a
+// Redis that is restarting refuses connections, and one restarted without
+// the session's ACL user refuses the sidecar's credentials (WRONGPASS)
+// until the launcher restores the user. Neither may end the session.
 func (r *runner) loadCursor(ctx context.Context) (cursor string, restarted bool, err error) {
-	cursor, err = r.rdb.Get(ctx, protocol.CursorKey(r.id)).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return "0", false, nil
-	case err != nil:
-		return "", false, err
+	deadline := time.Now().Add(r.opts.WriteTimeout)
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		cursor, err = r.rdb.Get(ctx, protocol.CursorKey(r.id)).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "0", false, nil
+		case err == nil:
+			return cursor, true, nil
+		case time.Now().Add(backoff).After(deadline):
+			return "", false, err
+		}
+		if attempt == 0 {
+			r.log.Warn("command cursor not read, retrying", "error", err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
 	}
-	return cursor, true, nil
 }
 
 // emitAnswer writes the answer to a command entry of the inbox and, once
