@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -96,3 +97,12 @@ type bodyContext struct {
 }
 
 func (c *bodyContext) BodyReader() io.Reader { return c.body }
+
+// SetReadDeadline leaves the connection's read deadline alone. The body was
+// read already; the deadline Huma sets before it decodes a body (the
+// operation's BodyReadTimeout, 5 s unless set) would bound only net/http's
+// background read of the idle connection, whose timeout cancels the
+// request's context: a handler still waiting then (for a command's result
+// while Postgres restarts, say) failed with context.Canceled, a 500 the
+// client received.
+func (c *bodyContext) SetReadDeadline(time.Time) error { return nil }

@@ -136,7 +136,7 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	})
 	r.log.Info("session started", "engine", opts.Config.Engine, "engine_session_id", sess.ID(), "restarted", restarted)
 	// What a predecessor took and did not answer comes first.
-	left, err := r.inbox.load(base, protocol.EventsKey(r.id))
+	left, err := r.loadInbox(base)
 	if err != nil {
 		r.log.Error("commands a predecessor took are not taken up", "error", err)
 	}
@@ -292,8 +292,13 @@ func (r *runner) config() protocol.Config {
 	return r.cfg
 }
 
+// loadCursor reads the id of the last command entry handled, and whether a
+// predecessor left one (the sidecar is a restart).
 func (r *runner) loadCursor(ctx context.Context) (cursor string, restarted bool, err error) {
-	cursor, err = r.rdb.Get(ctx, protocol.CursorKey(r.id)).Result()
+	err = r.retryRead(func() error {
+		cursor, err = r.rdb.Get(ctx, protocol.CursorKey(r.id)).Result()
+		return err
+	})
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "0", false, nil
@@ -301,6 +306,38 @@ func (r *runner) loadCursor(ctx context.Context) (cursor string, restarted bool,
 		return "", false, err
 	}
 	return cursor, true, nil
+}
+
+// loadInbox reads the command entries a predecessor took and did not
+// answer (see inbox.load).
+func (r *runner) loadInbox(ctx context.Context) (left []redis.XMessage, err error) {
+	err = r.retryRead(func() error {
+		left, err = r.inbox.load(ctx, protocol.EventsKey(r.id))
+		return err
+	})
+	return left, err
+}
+
+// retryRead runs read, a read of what the session's predecessor left,
+// again while it fails for up to WriteTimeout, as a write is retried: a
+// Redis that is restarting refuses connections, and one restarted without
+// the session's ACL user refuses the sidecar's credentials (WRONGPASS)
+// until the launcher restores the user. Neither may end the session, or
+// lose what a predecessor took. redis.Nil is an answer, not a failure.
+func (r *runner) retryRead(read func() error) error {
+	deadline := time.Now().Add(r.opts.WriteTimeout)
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := read()
+		if err == nil || errors.Is(err, redis.Nil) || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		if attempt == 0 {
+			r.log.Warn("reading what the predecessor left failed, retrying", "error", err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // emitAnswer writes the answer to a command entry of the inbox and, once

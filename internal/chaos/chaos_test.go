@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -303,7 +304,16 @@ func failures(ctx context.Context, w *Workload, sessions []*Session) []failure {
 // hostile agent could: an event whose data is not JSON, and a message whose
 // text no database takes (a NUL). Each is recorded and dead-lettered; the
 // session's later events flow.
+//
+// Only an agent writes raw events, so they are written once the session's
+// sidecar has written to its stream, as the agent's would be: a session
+// cancelled before it ran has no sidecar, its stream is never relayed,
+// and what the check would find written there no sidecar wrote. Such a
+// session gets none (errNotStarted).
 func poison(ctx context.Context, rdb *redis.Client, session string) error {
+	if err := awaitSidecar(ctx, rdb, session); err != nil {
+		return err
+	}
 	for _, e := range []struct{ typ, data string }{
 		{"assistant_message", `{"message_id":"poison","block_type":"text","text":`},
 		{"assistant_message", `{"message_id":"poison","block_type":"text","text":"a NUL \u0000 here"}`},
@@ -315,6 +325,36 @@ func poison(ctx context.Context, rdb *redis.Client, session string) error {
 		}
 	}
 	return nil
+}
+
+// errNotStarted is a session whose sidecar did not write within
+// sidecarStart.
+var errNotStarted = errors.New("the session's sidecar did not start")
+
+// sidecarStart bounds how long poison waits for a session's sidecar.
+const sidecarStart = 15 * time.Second
+
+// awaitSidecar waits until the session's sidecar wrote its first event
+// (session_started), at most sidecarStart.
+func awaitSidecar(ctx context.Context, rdb *redis.Client, session string) error {
+	deadline := time.Now().Add(sidecarStart)
+	for {
+		n, err := rdb.XLen(ctx, protocol.EventsKey(session)).Result()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errNotStarted
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 type queue struct {

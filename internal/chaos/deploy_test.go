@@ -408,7 +408,13 @@ func (d *Deployment) Kill(ctx context.Context, name string) (bool, error) {
 			pid = p
 			break
 		}
-		return true, syscall.Kill(pid, syscall.SIGKILL)
+		err = syscall.Kill(pid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			// It exited between the runtime's record and the kill: there
+			// was nothing to kill.
+			return false, nil
+		}
+		return true, err
 	}
 	d.mu.Lock()
 	p := d.procs[name]
