@@ -193,6 +193,66 @@ func (s Store) Restore(ctx context.Context, dir, commit string) error {
 	return nil
 }
 
+// conversationRef is the ref that holds an engine conversation's
+// transcript, by the engine's session id.
+func conversationRef(engineSessionID string) string { return "refs/conversations/" + engineSessionID }
+
+// SaveConversation keeps the transcript of the engine's conversation
+// engineSessionID, replacing the one kept before: a fork, or a rewind
+// after the sidecar's home is gone, resumes it from here. The blob is
+// written before the ref moves to it.
+func (s Store) SaveConversation(ctx context.Context, engineSessionID string, transcript []byte) error {
+	if !validName(engineSessionID) {
+		return fmt.Errorf("checkpoint: %q is not an engine session id", engineSessionID)
+	}
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	blob, err := s.git(ctx, "", "", transcript, "hash-object", "-w", "--stdin")
+	if err != nil {
+		return err
+	}
+	_, err = s.git(ctx, "", "", nil, "update-ref", conversationRef(engineSessionID), blob)
+	return err
+}
+
+// Conversation returns the transcript SaveConversation kept for
+// engineSessionID, nil when there is none.
+func (s Store) Conversation(ctx context.Context, engineSessionID string) ([]byte, error) {
+	if !validName(engineSessionID) {
+		return nil, fmt.Errorf("checkpoint: %q is not an engine session id", engineSessionID)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "HEAD")); err != nil {
+		return nil, nil
+	}
+	ref := conversationRef(engineSessionID)
+	if _, err := s.git(ctx, "", "", nil, "rev-parse", "--verify", "--quiet", ref); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "git", "cat-file", "blob", ref)
+	cmd.Env = []string{"GIT_DIR=" + s.Dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + s.Dir,
+		"PATH=" + os.Getenv("PATH"), "LANG=C"}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read the conversation %s: %w", engineSessionID, err)
+	}
+	return out, nil
+}
+
+// CopyConversation copies the transcript of engineSessionID from one
+// store into another (a fork's), if from keeps one.
+func CopyConversation(ctx context.Context, from, to Store, engineSessionID string) error {
+	transcript, err := from.Conversation(ctx, engineSessionID)
+	if err != nil || transcript == nil {
+		return err
+	}
+	return to.SaveConversation(ctx, engineSessionID, transcript)
+}
+
 // Files returns the paths of the files of the snapshot commit.
 func (s Store) Files(ctx context.Context, commit string) ([]string, error) {
 	out, err := s.git(ctx, "", "", nil, "ls-tree", "-r", "--name-only", commit)
@@ -200,6 +260,19 @@ func (s Store) Files(ctx context.Context, commit string) ([]string, error) {
 		return nil, err
 	}
 	return strings.Split(out, "\n"), nil
+}
+
+// validName says whether id may name a ref: letters, digits, '-' and '_'.
+func validName(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func validID(id string) bool {

@@ -167,3 +167,34 @@ func TestAKilledWriterLeavesAWholeSnapshot(t *testing.T) {
 		require.NoError(t, err, "round %d: a snapshot after the kill failed", round)
 	}
 }
+
+// TestAConversationIsKeptAndCopiedToAForksStore keeps an engine's
+// transcript in a store, replaces it, and copies it into another.
+func TestAConversationIsKeptAndCopiedToAForksStore(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	parent, fork := checkpoint.Store{Dir: filepath.Join(root, "parent.git")}, checkpoint.Store{Dir: filepath.Join(root, "fork.git")}
+	id := "0d6f3c1e-2a4b-4c8d-9e0f-1a2b3c4d5e6f"
+	got, err := parent.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Nil(t, got, "no store yet")
+
+	require.NoError(t, parent.SaveConversation(ctx, id, []byte("{\"turn\":1}\n")))
+	require.NoError(t, parent.SaveConversation(ctx, id, []byte("{\"turn\":1}\n{\"turn\":2}\n")))
+	got, err = parent.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "{\"turn\":1}\n{\"turn\":2}\n", string(got), "the newest transcript")
+	got, err = parent.Conversation(ctx, "another")
+	require.NoError(t, err)
+	assert.Nil(t, got)
+
+	require.NoError(t, checkpoint.CopyConversation(ctx, parent, fork, id))
+	got, err = fork.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "{\"turn\":1}\n{\"turn\":2}\n", string(got))
+	require.NoError(t, checkpoint.CopyConversation(ctx, parent, fork, "another"), "nothing to copy")
+
+	assert.Error(t, parent.SaveConversation(ctx, "../HEAD", []byte("x")), "only a plain id names a ref")
+	_, err = parent.Conversation(ctx, "a b")
+	assert.Error(t, err)
+}
