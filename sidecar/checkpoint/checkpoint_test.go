@@ -114,6 +114,11 @@ func TestMain(m *testing.M) {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(3)
 			}
+			transcript := []byte(strings.Repeat(fmt.Sprintf("{\"round\":%d}\n", i), 20000))
+			if err := store.SaveConversation(context.Background(), "engine-session", transcript); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
 			fmt.Println(i)
 		}
 	}
@@ -146,7 +151,7 @@ func TestAKilledWriterLeavesAWholeSnapshot(t *testing.T) {
 		head, err := store.Head(ctx)
 		require.NoError(t, err)
 		require.NotEmpty(t, head, "round %d: no snapshot survived", round)
-		fsck := exec.Command("git", "--git-dir", store.Dir, "fsck", "--full", "--no-dangling", checkpoint.Ref)
+		fsck := exec.Command("git", "--git-dir", store.Dir, "fsck", "--full", "--no-dangling")
 		fsck.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
 		res, err := fsck.CombinedOutput()
 		require.NoError(t, err, "round %d: the store is broken: %s", round, res)
@@ -163,6 +168,15 @@ func TestAKilledWriterLeavesAWholeSnapshot(t *testing.T) {
 		}
 		sort.Strings(names)
 		assert.Equal(t, files, names)
+		// Every earlier snapshot restores too, and the conversation kept
+		// is a whole one.
+		for _, commit := range history(t, store, head) {
+			require.NoError(t, store.Restore(ctx, filepath.Join(root, "each"), commit), "round %d: snapshot %s", round, commit)
+		}
+		if conv, err := store.Conversation(ctx, "engine-session"); assert.NoError(t, err) && conv != nil {
+			first, _, _ := strings.Cut(string(conv), "\n")
+			assert.Equal(t, strings.Repeat(first+"\n", 20000), string(conv), "round %d: a torn conversation", round)
+		}
 		_, err = store.Take(ctx, dir, "after the kill")
 		require.NoError(t, err, "round %d: a snapshot after the kill failed", round)
 	}
@@ -197,4 +211,14 @@ func TestAConversationIsKeptAndCopiedToAForksStore(t *testing.T) {
 	assert.Error(t, parent.SaveConversation(ctx, "../HEAD", []byte("x")), "only a plain id names a ref")
 	_, err = parent.Conversation(ctx, "a b")
 	assert.Error(t, err)
+}
+
+// history returns the snapshots up to head, newest first.
+func history(t *testing.T, store checkpoint.Store, head string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir", store.Dir, "rev-list", head)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
 }
