@@ -135,6 +135,7 @@ func (r Runtime) rewind(ctx context.Context, env bus.Envelope, id uuid.UUID) err
 		return err
 	}
 	resumeAt(&cfg, cp)
+	cfg.StartPaused = s.Status() == domain.StatusPaused
 	key, err := r.sidecarKey(ctx, id)
 	if err != nil || key == "" {
 		return err

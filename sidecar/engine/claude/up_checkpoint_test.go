@@ -1,16 +1,21 @@
 package claude_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/sidecar/checkpoint"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // The working directory after each turn of the files scenario, and the
@@ -176,4 +181,75 @@ func checkpoints(u *upProcess, id string) []checkpointItem {
 	}
 	u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/checkpoints", nil, &out)
 	return out.Items
+}
+
+// TestARewoundPausedSessionStaysPausedUntilResumed pauses a claude session
+// in its second turn and rewinds it to the first through `up`: the
+// sidecar started again keeps the session Paused, and once resumed the
+// session goes Idle and on from turn 1's conversation.
+func TestARewoundPausedSessionStaysPausedUntilResumed(t *testing.T) {
+	w := newWorld(t,
+		reply{match: userSaid("Remember the word kumquat."), blocks: []block{text("Noted: kumquat.")}},
+		reply{match: userSaid("Build it."), blocks: []block{toolUse("toolu_build", "Bash", bash("sleep 2; echo built"))}},
+		// The pause holds the agent at the safe point before a tool runs:
+		// before the build, or, when the build started first, before the
+		// next tool. The rewind cuts the turn short there.
+		reply{only: func(r modelRequest) bool { _, ok := r.toolResult("toolu_build"); return ok },
+			match: toolResultIs("toolu_build", "built", false), blocks: []block{toolUse("toolu_ship", "Bash", bash("echo shipped"))}},
+		reply{match: all(userSaid("Which word was it?"), func(r modelRequest) error {
+			if strings.Contains(r.allText(), "Build it.") {
+				return fmt.Errorf("the rewound conversation holds the turn after its checkpoint")
+			}
+			return conversationHolds("Remember the word kumquat.", "Noted: kumquat.")(r)
+		}), blocks: []block{text("The word was kumquat.")}})
+	u := startUp(t, w)
+	id := u.Start("Remember the word kumquat.", nil)
+	u.WaitReview(id)
+	u.WaitDelivered(id, u.Enqueue(id, "Build it.", "Queued"))
+	u.WaitActivity(id, "sleep 2")
+	pid := u.SidecarPID(id)
+	u.Post(id, "pause", nil)
+	u.WaitStatus(id, "Paused")
+
+	store := checkpoint.Store{Dir: filepath.Join(u.dataDir, "checkpoints", id+".git")}
+	before, err := store.Head(context.Background())
+	require.NoError(t, err)
+	u.Post(id, "rewind", map[string]any{"checkpoint": 1})
+	u.NewSidecarPID(id, pid)
+	// The sidecar started again has taken its checkpoint of the restored
+	// state: it writes that turn's end at once unless it is paused.
+	require.Eventually(t, func() bool { head, err := store.Head(context.Background()); return err == nil && head != before },
+		wait, 20*time.Millisecond, "the restored state's snapshot")
+	assert.Equal(t, "Paused", u.Session(id).Status, "the rewound session is still paused")
+
+	u.Post(id, "resume", nil)
+	u.WaitStatus(id, "Idle")
+	// The sidecar started again was paused: it ended the turn left open
+	// only after its resume was acknowledged.
+	assert.Equal(t, []string{protocol.EventSessionStarted, protocol.EventResumeAck, protocol.EventTurnCompleted},
+		lastSidecarsEvents(t, u, id, protocol.EventSessionStarted, protocol.EventResumeAck, protocol.EventTurnCompleted))
+	require.Eventually(t, func() bool { return len(checkpoints(u, id)) == 2 }, wait, 50*time.Millisecond,
+		"the restored state is a checkpoint once resumed")
+	u.FollowUp(id, "Which word was it?", "Queued")
+	assert.Zero(t, w.model.remaining(), "the model answered every scripted reply")
+	u.stop()
+}
+
+// lastSidecarsEvents returns the types among types of the events the
+// session's last sidecar wrote, from its session_started on, in order.
+func lastSidecarsEvents(t *testing.T, u *upProcess, id string, types ...string) []string {
+	t.Helper()
+	entries, err := u.redis.XRange(context.Background(), protocol.EventsKey(id), "-", "+").Result()
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		typ, _ := e.Values[protocol.FieldType].(string)
+		if typ == protocol.EventSessionStarted {
+			out = nil
+		}
+		if slices.Contains(types, typ) {
+			out = append(out, typ)
+		}
+	}
+	return out
 }
