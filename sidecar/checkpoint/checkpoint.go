@@ -113,7 +113,7 @@ func (s Store) Take(ctx context.Context, dir, message string) (Snapshot, error) 
 	// A writer killed mid-snapshot leaves its lock behind; this process is
 	// the store's only writer.
 	_ = os.Remove(index + ".lock")
-	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+	if err := s.addAll(ctx, dir, index); err != nil {
 		return Snapshot{}, err
 	}
 	tree, err := s.git(ctx, dir, index, nil, "write-tree")
@@ -179,7 +179,7 @@ func (s Store) Restore(ctx context.Context, dir, commit string) error {
 	os.Remove(index)
 	defer os.Remove(index)
 	defer os.Remove(index + ".lock")
-	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+	if err := s.addAll(ctx, dir, index); err != nil {
 		return err
 	}
 	if _, err := s.git(ctx, dir, index, nil, "read-tree", "-u", "--reset", commit); err != nil {
@@ -251,6 +251,59 @@ func CopyConversation(ctx context.Context, from, to Store, engineSessionID strin
 		return err
 	}
 	return to.SaveConversation(ctx, engineSessionID, transcript)
+}
+
+// gitlinkMode is the index mode of a repository nested in the work tree.
+const gitlinkMode = "160000"
+
+// addAll records dir's files in index. Git records a repository nested in
+// dir (a directory holding .git) as a link to one of its commits, which
+// the store lacks: its files are recorded instead, read from its own work
+// tree (its .gitignore applies, its .git is left out), nested ones in it
+// alike.
+func (s Store) addAll(ctx context.Context, dir, index string) error {
+	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+		return err
+	}
+	out, err := s.git(ctx, dir, index, nil, "ls-files", "--stage", "-z")
+	if err != nil {
+		return err
+	}
+	for _, entry := range strings.Split(out, "\x00") {
+		meta, path, ok := strings.Cut(entry, "\t")
+		if !ok || !strings.HasPrefix(meta, gitlinkMode+" ") {
+			continue
+		}
+		tree, err := s.nestedTree(ctx, filepath.Join(dir, path))
+		if err != nil {
+			return err
+		}
+		if _, err := s.git(ctx, dir, index, nil, "update-index", "--force-remove", "--", path); err != nil {
+			return err
+		}
+		if _, err := s.git(ctx, dir, index, nil, "read-tree", "--prefix="+path+"/", tree); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nestedTree writes the tree of the files of the repository nested at
+// dir into the store, through an index of its own.
+func (s Store) nestedTree(ctx context.Context, dir string) (string, error) {
+	tmp, err := os.CreateTemp(s.Dir, "nested-*.index")
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	index := tmp.Name()
+	tmp.Close()
+	os.Remove(index)
+	defer os.Remove(index)
+	defer os.Remove(index + ".lock")
+	if err := s.addAll(ctx, dir, index); err != nil {
+		return "", err
+	}
+	return s.git(ctx, dir, index, nil, "write-tree")
 }
 
 // Files returns the paths of the files of the snapshot commit.

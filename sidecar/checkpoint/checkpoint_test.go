@@ -222,3 +222,59 @@ func history(t *testing.T, store checkpoint.Store, head string) []string {
 	require.NoError(t, err)
 	return strings.Fields(string(out))
 }
+
+// gitIn runs git in dir with no user or system config.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@localhost"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// TestARepositoryInsideTheWorkingDirectoryIsSnapshotWithItsFiles snapshots
+// a working directory holding a git repository of its own (and one in
+// that): the snapshot holds their files, not a link to commits it lacks,
+// and a restore leaves the nested repositories working.
+func TestARepositoryInsideTheWorkingDirectoryIsSnapshotWithItsFiles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dir, store := filepath.Join(root, "work"), checkpoint.Store{Dir: filepath.Join(root, "store.git")}
+	write(t, dir, map[string]string{"README.md": "outer\n", "lib/inner.go": "package lib\n", "lib/deep/x.txt": "deep\n"})
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "init", "-q")
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "add", ".")
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "commit", "-qm", "deep")
+	gitIn(t, filepath.Join(dir, "lib"), "init", "-q")
+	gitIn(t, filepath.Join(dir, "lib"), "add", "inner.go")
+	gitIn(t, filepath.Join(dir, "lib"), "commit", "-qm", "inner")
+	write(t, dir, map[string]string{"lib/untracked.txt": "not committed\n", "lib/.gitignore": "*.log\n", "lib/build.log": "ignored\n"})
+	first := map[string]string{"README.md": "outer\n", "lib/inner.go": "package lib\n", "lib/deep/x.txt": "deep\n",
+		"lib/untracked.txt": "not committed\n", "lib/.gitignore": "*.log\n"}
+
+	one, err := store.Take(ctx, dir, "turn 1")
+	require.NoError(t, err)
+	files, err := store.Files(ctx, one.Commit)
+	require.NoError(t, err)
+	sort.Strings(files)
+	assert.Equal(t, []string{"README.md", "lib/.gitignore", "lib/deep/x.txt", "lib/inner.go", "lib/untracked.txt"}, files)
+
+	write(t, dir, map[string]string{"lib/inner.go": "package lib // changed\n", "lib/deep/x.txt": "deeper\n"})
+	two, err := store.Take(ctx, dir, "turn 2")
+	require.NoError(t, err)
+	assert.Equal(t, 2, two.FilesChanged)
+
+	fork := filepath.Join(root, "fork")
+	require.NoError(t, store.Restore(ctx, fork, one.Commit))
+	assert.Equal(t, first, tree(t, fork), "a copy holds the nested repositories' files")
+
+	require.NoError(t, store.Restore(ctx, dir, one.Commit))
+	got := tree(t, dir)
+	delete(got, "lib/build.log")
+	assert.Equal(t, first, got, "a rewind restores the nested repositories' files")
+	assert.Contains(t, gitIn(t, filepath.Join(dir, "lib"), "status", "--porcelain"), "untracked.txt", "the nested repository still works")
+	three, err := store.Take(ctx, dir, "turn 3")
+	require.NoError(t, err)
+	assert.Equal(t, one.Tree, three.Tree)
+}
