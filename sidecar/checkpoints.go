@@ -36,7 +36,25 @@ func (r *runner) checkpoint(n int) *protocol.Checkpoint {
 	if p, ok := r.sess.(engine.Positioner); ok {
 		cp.Position = p.Position()
 	}
+	r.keepTranscript(ctx, cfg.CheckpointStore)
 	r.log.Info("checkpoint taken", "turn", turn, "commit", snap.Commit, "files_changed", snap.FilesChanged,
 		"took", time.Since(started))
 	return cp
+}
+
+// keepTranscript keeps a copy of the engine's conversation in the store,
+// for a fork or rewind to resume; a failure is logged and leaves the
+// copy kept before.
+func (r *runner) keepTranscript(ctx context.Context, store string) {
+	t, ok := r.sess.(engine.Transcriber)
+	if !ok {
+		return
+	}
+	transcript, err := t.Transcript()
+	if err == nil && transcript != nil {
+		err = checkpoint.Store{Dir: store}.SaveConversation(ctx, r.sess.ID(), transcript)
+	}
+	if err != nil {
+		r.log.Error("conversation not kept with the checkpoint", "error", err)
+	}
 }

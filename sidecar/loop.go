@@ -25,7 +25,18 @@ func (r *runner) loop(ctx context.Context) {
 			// state is the checkpoint the session goes on from.
 			end.Checkpoint = r.checkpoint(0)
 		}
-		r.emitLog(end)
+		r.mu.Lock()
+		paused := r.paused
+		if paused {
+			// The session was paused in the turn left open: that turn
+			// ends once the session is resumed, as a turn that ends
+			// during a pause does.
+			r.heldTurnEnd = &end
+		}
+		r.mu.Unlock()
+		if !paused {
+			r.emitLog(end)
+		}
 	}
 	for {
 		r.mu.Lock()

@@ -277,6 +277,9 @@ func newRunner(opts Options) *runner {
 		questions: map[string]chan string{},
 		plans:     map[string]chan engine.PlanDecision{},
 		perms:     map[string]chan engine.Permission{},
+		// A session paused when its sidecar was replaced stays paused
+		// until it is resumed.
+		paused: opts.Config.StartPaused && opts.Config.ResumeEngineSessionID != "",
 	}
 }
 

@@ -70,6 +70,14 @@ func (r Runtime) startFork(ctx context.Context, s *domain.AgentSession, cfg *pro
 			return fmt.Errorf("fork %s: %w", s.ID(), err)
 		}
 	}
+	// The fork's agent resumes the parent's conversation from the fork's
+	// own store: the parent's agent home is not the fork's.
+	from, to := r.Launcher.CheckpointStore(fp.SessionID.String()), r.Launcher.CheckpointStore(s.ID().String())
+	if from != "" && to != "" && cp.EngineSessionID != "" {
+		if err := checkpoint.CopyConversation(ctx, checkpoint.Store{Dir: from}, checkpoint.Store{Dir: to}, cp.EngineSessionID); err != nil {
+			return fmt.Errorf("fork %s: copy the conversation: %w", s.ID(), err)
+		}
+	}
 	resumeAt(cfg, cp)
 	cfg.ResumeWithObjective = fp.NewObjective
 	return nil
@@ -127,6 +135,7 @@ func (r Runtime) rewind(ctx context.Context, env bus.Envelope, id uuid.UUID) err
 		return err
 	}
 	resumeAt(&cfg, cp)
+	cfg.StartPaused = s.Status() == domain.StatusPaused
 	key, err := r.sidecarKey(ctx, id)
 	if err != nil || key == "" {
 		return err

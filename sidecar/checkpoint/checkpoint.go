@@ -113,7 +113,7 @@ func (s Store) Take(ctx context.Context, dir, message string) (Snapshot, error) 
 	// A writer killed mid-snapshot leaves its lock behind; this process is
 	// the store's only writer.
 	_ = os.Remove(index + ".lock")
-	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+	if err := s.addAll(ctx, dir, index); err != nil {
 		return Snapshot{}, err
 	}
 	tree, err := s.git(ctx, dir, index, nil, "write-tree")
@@ -179,7 +179,7 @@ func (s Store) Restore(ctx context.Context, dir, commit string) error {
 	os.Remove(index)
 	defer os.Remove(index)
 	defer os.Remove(index + ".lock")
-	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+	if err := s.addAll(ctx, dir, index); err != nil {
 		return err
 	}
 	if _, err := s.git(ctx, dir, index, nil, "read-tree", "-u", "--reset", commit); err != nil {
@@ -193,6 +193,119 @@ func (s Store) Restore(ctx context.Context, dir, commit string) error {
 	return nil
 }
 
+// conversationRef is the ref that holds an engine conversation's
+// transcript, by the engine's session id.
+func conversationRef(engineSessionID string) string { return "refs/conversations/" + engineSessionID }
+
+// SaveConversation keeps the transcript of the engine's conversation
+// engineSessionID, replacing the one kept before: a fork, or a rewind
+// after the sidecar's home is gone, resumes it from here. The blob is
+// written before the ref moves to it.
+func (s Store) SaveConversation(ctx context.Context, engineSessionID string, transcript []byte) error {
+	if !validName(engineSessionID) {
+		return fmt.Errorf("checkpoint: %q is not an engine session id", engineSessionID)
+	}
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	blob, err := s.git(ctx, "", "", transcript, "hash-object", "-w", "--stdin")
+	if err != nil {
+		return err
+	}
+	_, err = s.git(ctx, "", "", nil, "update-ref", conversationRef(engineSessionID), blob)
+	return err
+}
+
+// Conversation returns the transcript SaveConversation kept for
+// engineSessionID, nil when there is none.
+func (s Store) Conversation(ctx context.Context, engineSessionID string) ([]byte, error) {
+	if !validName(engineSessionID) {
+		return nil, fmt.Errorf("checkpoint: %q is not an engine session id", engineSessionID)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "HEAD")); err != nil {
+		return nil, nil
+	}
+	ref := conversationRef(engineSessionID)
+	if _, err := s.git(ctx, "", "", nil, "rev-parse", "--verify", "--quiet", ref); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "git", "cat-file", "blob", ref)
+	cmd.Env = []string{"GIT_DIR=" + s.Dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + s.Dir,
+		"PATH=" + os.Getenv("PATH"), "LANG=C"}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read the conversation %s: %w", engineSessionID, err)
+	}
+	return out, nil
+}
+
+// CopyConversation copies the transcript of engineSessionID from one
+// store into another (a fork's), if from keeps one.
+func CopyConversation(ctx context.Context, from, to Store, engineSessionID string) error {
+	transcript, err := from.Conversation(ctx, engineSessionID)
+	if err != nil || transcript == nil {
+		return err
+	}
+	return to.SaveConversation(ctx, engineSessionID, transcript)
+}
+
+// gitlinkMode is the index mode of a repository nested in the work tree.
+const gitlinkMode = "160000"
+
+// addAll records dir's files in index. Git records a repository nested in
+// dir (a directory holding .git) as a link to one of its commits, which
+// the store lacks: its files are recorded instead, read from its own work
+// tree (its .gitignore applies, its .git is left out), nested ones in it
+// alike.
+func (s Store) addAll(ctx context.Context, dir, index string) error {
+	if _, err := s.git(ctx, dir, index, nil, "add", "--all", "."); err != nil {
+		return err
+	}
+	out, err := s.git(ctx, dir, index, nil, "ls-files", "--stage", "-z")
+	if err != nil {
+		return err
+	}
+	for _, entry := range strings.Split(out, "\x00") {
+		meta, path, ok := strings.Cut(entry, "\t")
+		if !ok || !strings.HasPrefix(meta, gitlinkMode+" ") {
+			continue
+		}
+		tree, err := s.nestedTree(ctx, filepath.Join(dir, path))
+		if err != nil {
+			return err
+		}
+		if _, err := s.git(ctx, dir, index, nil, "update-index", "--force-remove", "--", path); err != nil {
+			return err
+		}
+		if _, err := s.git(ctx, dir, index, nil, "read-tree", "--prefix="+path+"/", tree); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nestedTree writes the tree of the files of the repository nested at
+// dir into the store, through an index of its own.
+func (s Store) nestedTree(ctx context.Context, dir string) (string, error) {
+	tmp, err := os.CreateTemp(s.Dir, "nested-*.index")
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	index := tmp.Name()
+	tmp.Close()
+	os.Remove(index)
+	defer os.Remove(index)
+	defer os.Remove(index + ".lock")
+	if err := s.addAll(ctx, dir, index); err != nil {
+		return "", err
+	}
+	return s.git(ctx, dir, index, nil, "write-tree")
+}
+
 // Files returns the paths of the files of the snapshot commit.
 func (s Store) Files(ctx context.Context, commit string) ([]string, error) {
 	out, err := s.git(ctx, "", "", nil, "ls-tree", "-r", "--name-only", commit)
@@ -200,6 +313,19 @@ func (s Store) Files(ctx context.Context, commit string) ([]string, error) {
 		return nil, err
 	}
 	return strings.Split(out, "\n"), nil
+}
+
+// validName says whether id may name a ref: letters, digits, '-' and '_'.
+func validName(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func validID(id string) bool {

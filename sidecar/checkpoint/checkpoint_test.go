@@ -114,6 +114,11 @@ func TestMain(m *testing.M) {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(3)
 			}
+			transcript := []byte(strings.Repeat(fmt.Sprintf("{\"round\":%d}\n", i), 20000))
+			if err := store.SaveConversation(context.Background(), "engine-session", transcript); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
 			fmt.Println(i)
 		}
 	}
@@ -146,7 +151,7 @@ func TestAKilledWriterLeavesAWholeSnapshot(t *testing.T) {
 		head, err := store.Head(ctx)
 		require.NoError(t, err)
 		require.NotEmpty(t, head, "round %d: no snapshot survived", round)
-		fsck := exec.Command("git", "--git-dir", store.Dir, "fsck", "--full", "--no-dangling", checkpoint.Ref)
+		fsck := exec.Command("git", "--git-dir", store.Dir, "fsck", "--full", "--no-dangling")
 		fsck.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
 		res, err := fsck.CombinedOutput()
 		require.NoError(t, err, "round %d: the store is broken: %s", round, res)
@@ -163,7 +168,113 @@ func TestAKilledWriterLeavesAWholeSnapshot(t *testing.T) {
 		}
 		sort.Strings(names)
 		assert.Equal(t, files, names)
+		// Every earlier snapshot restores too, and the conversation kept
+		// is a whole one.
+		for _, commit := range history(t, store, head) {
+			require.NoError(t, store.Restore(ctx, filepath.Join(root, "each"), commit), "round %d: snapshot %s", round, commit)
+		}
+		if conv, err := store.Conversation(ctx, "engine-session"); assert.NoError(t, err) && conv != nil {
+			first, _, _ := strings.Cut(string(conv), "\n")
+			assert.Equal(t, strings.Repeat(first+"\n", 20000), string(conv), "round %d: a torn conversation", round)
+		}
 		_, err = store.Take(ctx, dir, "after the kill")
 		require.NoError(t, err, "round %d: a snapshot after the kill failed", round)
 	}
+}
+
+// TestAConversationIsKeptAndCopiedToAForksStore keeps an engine's
+// transcript in a store, replaces it, and copies it into another.
+func TestAConversationIsKeptAndCopiedToAForksStore(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	parent, fork := checkpoint.Store{Dir: filepath.Join(root, "parent.git")}, checkpoint.Store{Dir: filepath.Join(root, "fork.git")}
+	id := "0d6f3c1e-2a4b-4c8d-9e0f-1a2b3c4d5e6f"
+	got, err := parent.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Nil(t, got, "no store yet")
+
+	require.NoError(t, parent.SaveConversation(ctx, id, []byte("{\"turn\":1}\n")))
+	require.NoError(t, parent.SaveConversation(ctx, id, []byte("{\"turn\":1}\n{\"turn\":2}\n")))
+	got, err = parent.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "{\"turn\":1}\n{\"turn\":2}\n", string(got), "the newest transcript")
+	got, err = parent.Conversation(ctx, "another")
+	require.NoError(t, err)
+	assert.Nil(t, got)
+
+	require.NoError(t, checkpoint.CopyConversation(ctx, parent, fork, id))
+	got, err = fork.Conversation(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "{\"turn\":1}\n{\"turn\":2}\n", string(got))
+	require.NoError(t, checkpoint.CopyConversation(ctx, parent, fork, "another"), "nothing to copy")
+
+	assert.Error(t, parent.SaveConversation(ctx, "../HEAD", []byte("x")), "only a plain id names a ref")
+	_, err = parent.Conversation(ctx, "a b")
+	assert.Error(t, err)
+}
+
+// history returns the snapshots up to head, newest first.
+func history(t *testing.T, store checkpoint.Store, head string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir", store.Dir, "rev-list", head)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+// gitIn runs git in dir with no user or system config.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@localhost"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// TestARepositoryInsideTheWorkingDirectoryIsSnapshotWithItsFiles snapshots
+// a working directory holding a git repository of its own (and one in
+// that): the snapshot holds their files, not a link to commits it lacks,
+// and a restore leaves the nested repositories working.
+func TestARepositoryInsideTheWorkingDirectoryIsSnapshotWithItsFiles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dir, store := filepath.Join(root, "work"), checkpoint.Store{Dir: filepath.Join(root, "store.git")}
+	write(t, dir, map[string]string{"README.md": "outer\n", "lib/inner.go": "package lib\n", "lib/deep/x.txt": "deep\n"})
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "init", "-q")
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "add", ".")
+	gitIn(t, filepath.Join(dir, "lib", "deep"), "commit", "-qm", "deep")
+	gitIn(t, filepath.Join(dir, "lib"), "init", "-q")
+	gitIn(t, filepath.Join(dir, "lib"), "add", "inner.go")
+	gitIn(t, filepath.Join(dir, "lib"), "commit", "-qm", "inner")
+	write(t, dir, map[string]string{"lib/untracked.txt": "not committed\n", "lib/.gitignore": "*.log\n", "lib/build.log": "ignored\n"})
+	first := map[string]string{"README.md": "outer\n", "lib/inner.go": "package lib\n", "lib/deep/x.txt": "deep\n",
+		"lib/untracked.txt": "not committed\n", "lib/.gitignore": "*.log\n"}
+
+	one, err := store.Take(ctx, dir, "turn 1")
+	require.NoError(t, err)
+	files, err := store.Files(ctx, one.Commit)
+	require.NoError(t, err)
+	sort.Strings(files)
+	assert.Equal(t, []string{"README.md", "lib/.gitignore", "lib/deep/x.txt", "lib/inner.go", "lib/untracked.txt"}, files)
+
+	write(t, dir, map[string]string{"lib/inner.go": "package lib // changed\n", "lib/deep/x.txt": "deeper\n"})
+	two, err := store.Take(ctx, dir, "turn 2")
+	require.NoError(t, err)
+	assert.Equal(t, 2, two.FilesChanged)
+
+	fork := filepath.Join(root, "fork")
+	require.NoError(t, store.Restore(ctx, fork, one.Commit))
+	assert.Equal(t, first, tree(t, fork), "a copy holds the nested repositories' files")
+
+	require.NoError(t, store.Restore(ctx, dir, one.Commit))
+	got := tree(t, dir)
+	delete(got, "lib/build.log")
+	assert.Equal(t, first, got, "a rewind restores the nested repositories' files")
+	assert.Contains(t, gitIn(t, filepath.Join(dir, "lib"), "status", "--porcelain"), "untracked.txt", "the nested repository still works")
+	three, err := store.Take(ctx, dir, "turn 3")
+	require.NoError(t, err)
+	assert.Equal(t, one.Tree, three.Tree)
 }

@@ -63,6 +63,15 @@ type Positioner interface {
 	Position() string
 }
 
+// Transcriber is implemented by a Session whose conversation lives in a
+// file of its own: the checkpoint keeps a copy, so that a fork (whose
+// agent has another home) or a later rewind can resume it.
+type Transcriber interface {
+	// Transcript returns the conversation as the engine stores it, nil
+	// when it has none yet.
+	Transcript() ([]byte, error)
+}
+
 // Setup is what an engine needs to start a session.
 type Setup struct {
 	// SessionID is the agentbus session id.

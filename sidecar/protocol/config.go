@@ -77,6 +77,10 @@ type Config struct {
 	// conversation resumed at ResumeAt (a fork given an objective of its
 	// own); otherwise the resumed agent waits for a message.
 	ResumeWithObjective bool `json:"resume_with_objective,omitempty"`
+	// StartPaused keeps a resumed session paused, as it was when its
+	// sidecar was replaced (a rewind of a Paused session), until a resume
+	// command: the turn left open ends after it.
+	StartPaused bool `json:"start_paused,omitempty"`
 	// CheckpointStore is the private object store (a bare git repository
 	// outside the working directory) where the sidecar snapshots the
 	// working directory at the end of every turn; empty takes none.

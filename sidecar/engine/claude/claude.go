@@ -81,7 +81,7 @@ func New() *Engine { return &Engine{} }
 // Start starts the CLI for a new session, or resumes the config's
 // ResumeEngineSessionID. No turn runs: the CLI answers its initialize
 // request together with the first turn.
-func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (engine.Session, error) {
+func (e *Engine) Start(ctx context.Context, s engine.Setup, host engine.Host) (engine.Session, error) {
 	bin, err := e.binary()
 	if err != nil {
 		return nil, err
@@ -119,6 +119,12 @@ func (e *Engine) Start(_ context.Context, s engine.Setup, host engine.Host) (eng
 		// ResumeAt; the resumed one is left as it was.
 		sess.id, sess.resumable = uuid.NewString(), false
 		sess.forkFrom, sess.forkAt, sess.lastUUID = s.Config.ResumeEngineSessionID, s.Config.ResumeAt, s.Config.ResumeAt
+		// A fork works in another directory, in another home: the CLI
+		// finds the conversation it forks only where the checkpoint
+		// store's copy is put.
+		if err := sess.placeTranscript(ctx, s.Config.WorkingDirectory, s.Config.CheckpointStore, id); err != nil {
+			return nil, fmt.Errorf("claude: the conversation to fork: %w", err)
+		}
 	}
 	sess.cfg = s.Config
 	sess.closed, sess.close = context.WithCancel(context.Background())

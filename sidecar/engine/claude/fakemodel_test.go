@@ -68,6 +68,9 @@ type reply struct {
 	// inputTokens, when set, is the input the reply's usage reports,
 	// instead of an estimate from the request.
 	inputTokens int
+	// only, when set, makes the reply optional: a request it does not
+	// hold for skips it, for the next reply.
+	only func(modelRequest) bool
 }
 
 // block is a text block (text) or a tool_use block (tool, input).
@@ -233,6 +236,9 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 			if strings.Contains(conversation, marker) {
 				script, t = &r.script, r.t
 			}
+		}
+		for len(*script) > 0 && (*script)[0].only != nil && !(*script)[0].only(req) {
+			*script = (*script)[1:]
 		}
 		if len(*script) > 0 {
 			rep, *script = (*script)[0], (*script)[1:]
