@@ -55,6 +55,12 @@ func EventFilters(events ...NamedEvent) []string {
 	return filters
 }
 
+// AllCommandsFilter returns agents.cmd.>: every command.
+func AllCommandsFilter() string { return commandPrefix + ">" }
+
+// AllEventsFilter returns agents.evt.>: every domain event.
+func AllEventsFilter() string { return eventPrefix + ">" }
+
 // AggregateEventsFilter returns agents.evt.<aggregate>.>: every event of
 // every instance of the aggregate.
 func AggregateEventsFilter(aggregate string) string {

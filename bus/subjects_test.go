@@ -42,6 +42,8 @@ func TestFiltersAreSpelledAsTheSubjectsTheyMatch(t *testing.T) {
 	assert.Equal(t, []string{"agents.evt.session.*.session_paused", "agents.evt.queue.*.message_enqueued"},
 		bus.EventFilters(paused, namedEvent{"queue", "message_enqueued"}))
 	assert.Equal(t, "agents.evt.session.>", bus.AggregateEventsFilter("session"))
+	assert.Equal(t, "agents.evt.>", bus.AllEventsFilter())
+	assert.Equal(t, "agents.cmd.>", bus.AllCommandsFilter())
 	assert.Equal(t, "agents.evt.session."+id+".>", bus.InstanceEventsFilter("session", id))
 	assert.True(t, bus.SubjectMatches(bus.EventFilter(paused), bus.EventSubject("session", id, "session_paused")))
 	assert.False(t, bus.SubjectMatches(bus.EventFilter(paused), bus.EventSubject("session", id, "session_resumed")))
