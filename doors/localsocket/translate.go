@@ -68,7 +68,8 @@ func Translate(it doors.Item) map[string]any {
 		return map[string]any{"type": "session_status", "status": "closed", "agentbusStatus": "Failed",
 			"reason": obj["failureReason"], "message": obj["message"]}
 	}
-	if status, ok := doors.StatusAfter[it.Type]; ok {
+	if after, ok := domain.StatusAfter(it.Type); ok {
+		status := string(after)
 		return map[string]any{"type": "session_status", "status": clientStatus(status), "agentbusStatus": status, "event": it.Type}
 	}
 	return nil

@@ -56,7 +56,8 @@ func Translate(it doors.Item) (string, any) {
 	case domain.AgentSessionOutputReadyEvent{}.EventType():
 		return "result", json.RawMessage(it.Data)
 	}
-	if status, ok := doors.StatusAfter[it.Type]; ok {
+	if after, ok := domain.StatusAfter(it.Type); ok {
+		status := string(after)
 		return "state", withFields(it.Data, map[string]any{"status": status, "event": it.Type})
 	}
 	return "event", map[string]any{"type": it.Type, "data": json.RawMessage(it.Data)}
