@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/sse"
 	"github.com/google/uuid"
 
+	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/feed"
 )
 
@@ -119,7 +120,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 	if s.deps.JetStream != nil {
 		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates)+1)
 		for _, agg := range s.cfg.SessionStreamAggregates {
-			subjects = append(subjects, "agents.evt."+agg+".>")
+			subjects = append(subjects, bus.AggregateEventsFilter(agg))
 		}
 		s.fanout = newFanout(s.deps.JetStream, append(subjects, chainSubject))
 	}
@@ -140,7 +141,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 		}
 		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates))
 		for _, agg := range s.cfg.SessionStreamAggregates {
-			subjects = append(subjects, "agents.evt."+agg+"."+id.String()+".>")
+			subjects = append(subjects, bus.InstanceEventsFilter(agg, id.String()))
 		}
 		subjects = append(subjects, chainSubject)
 		chains := s.newSessionChains(ctx, id)
@@ -164,7 +165,7 @@ func (s *Server) addStreamRoutes(api huma.API) {
 	}, streamEvents, func(ctx context.Context, in *allStreamInput, send sse.Sender) {
 		subjects := make([]string, 0, len(s.cfg.SessionStreamAggregates))
 		for _, agg := range s.cfg.SessionStreamAggregates {
-			subjects = append(subjects, "agents.evt."+agg+".>")
+			subjects = append(subjects, bus.AggregateEventsFilter(agg))
 		}
 		subjects = append(subjects, chainSubject)
 		s.runStream(ctx, streamSpec{subjects: subjects, owner: OwnerID(ctx), position: positionOf(ctx)}, send)

@@ -14,7 +14,7 @@ import (
 // chainSubject filters every chain's events. A session's stream reads them
 // all and keeps those of its chains (sessionChains): chain events are few,
 // and a session can join a chain while its stream is open.
-const chainSubject = "agents.evt." + domain.AggregateChain + ".>"
+var chainSubject = bus.AggregateEventsFilter(domain.AggregateChain)
 
 // sessionChains decides which chain events belong on one session's
 // stream: those of the chain the session is in, or that name it (the chain

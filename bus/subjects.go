@@ -16,20 +16,67 @@ const (
 	StreamDLQ = "AGENTS_DLQ"
 )
 
+// Subject prefixes: every subject of a kind begins with one.
+const (
+	commandPrefix = "agents.cmd."
+	eventPrefix   = "agents.evt."
+	sidecarPrefix = "agents.sidecar."
+)
+
 // CommandSubject returns agents.cmd.<aggregate>.<command>.
 func CommandSubject(aggregate, command string) string {
-	return "agents.cmd." + aggregate + "." + command
+	return commandPrefix + aggregate + "." + command
 }
 
 // EventSubject returns agents.evt.<aggregate>.<aggregateID>.<event>.
 func EventSubject(aggregate, aggregateID, event string) string {
-	return "agents.evt." + aggregate + "." + aggregateID + "." + event
+	return eventPrefix + aggregate + "." + aggregateID + "." + event
+}
+
+// NamedEvent is what a subject filter needs of a domain event: its
+// aggregate and its type, as every domain event type has them.
+type NamedEvent interface {
+	AggregateType() string
+	EventType() string
+}
+
+// EventFilter returns agents.evt.<aggregate>.*.<event>: the events of e's
+// type, of every instance of its aggregate.
+func EventFilter(e NamedEvent) string {
+	return EventSubject(e.AggregateType(), "*", e.EventType())
+}
+
+// EventFilters returns the EventFilter of each event, in order.
+func EventFilters(events ...NamedEvent) []string {
+	filters := make([]string, len(events))
+	for i, e := range events {
+		filters[i] = EventFilter(e)
+	}
+	return filters
+}
+
+// AllCommandsFilter returns agents.cmd.>: every command.
+func AllCommandsFilter() string { return commandPrefix + ">" }
+
+// AllEventsFilter returns agents.evt.>: every domain event.
+func AllEventsFilter() string { return eventPrefix + ">" }
+
+// AggregateEventsFilter returns agents.evt.<aggregate>.>: every event of
+// every instance of the aggregate.
+func AggregateEventsFilter(aggregate string) string {
+	return eventPrefix + aggregate + ".>"
+}
+
+// InstanceEventsFilter returns agents.evt.<aggregate>.<aggregateID>.>:
+// every event of one instance of the aggregate.
+func InstanceEventsFilter(aggregate, aggregateID string) string {
+	return eventPrefix + aggregate + "." + aggregateID + ".>"
 }
 
 // EventAggregateID returns the aggregate id of a subject EventSubject
 // wrote, and false for a subject of another form.
 func EventAggregateID(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, "agents.evt.")
+	rest, ok := strings.CutPrefix(subject, eventPrefix)
 	if !ok {
 		return "", false
 	}
@@ -46,12 +93,24 @@ func EventAggregateID(subject string) (string, bool) {
 
 // SidecarEventSubject returns agents.sidecar.<sessionID>.events.<typ>.
 func SidecarEventSubject(sessionID, typ string) string {
-	return "agents.sidecar." + sessionID + ".events." + typ
+	return sidecarPrefix + sessionID + ".events." + typ
 }
 
 // SidecarCommandSubject returns agents.sidecar.<sessionID>.commands.<typ>.
 func SidecarCommandSubject(sessionID, typ string) string {
-	return "agents.sidecar." + sessionID + ".commands." + typ
+	return sidecarPrefix + sessionID + ".commands." + typ
+}
+
+// SidecarSessionID returns the session id of a subject
+// SidecarEventSubject or SidecarCommandSubject wrote, and "" for a subject
+// of another form.
+func SidecarSessionID(subject string) string {
+	rest, ok := strings.CutPrefix(subject, sidecarPrefix)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, ".")
+	return id
 }
 
 // DLQSubject returns agents.dlq.<consumer>, where Run dead-letters the

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbus/agentbus/domain"
 	"github.com/google/uuid"
+
+	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // ReplyHeader names the subject a sender listens on for the result.
@@ -41,7 +43,7 @@ type Command struct {
 
 // Subject returns agents.cmd.<aggregate>.<command>.
 func (c Command) Subject() string {
-	return "agents.cmd." + c.Aggregate + "." + c.Name
+	return bus.CommandSubject(c.Aggregate, c.Name)
 }
 
 // New builds a command with a fresh id.

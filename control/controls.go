@@ -41,6 +41,7 @@ package control
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,6 +172,11 @@ func init() {
 	if err := Check(controls); err != nil {
 		panic(err)
 	}
+	for name := range help {
+		if !slices.ContainsFunc(controls, func(c Control) bool { return c.Name == name }) {
+			panic("control: help for no control " + name)
+		}
+	}
 	for _, c := range controls {
 		byRequested[c.Requested.EventType()] = c
 		byAck[c.Ack.EventType()] = c
@@ -179,6 +185,32 @@ func init() {
 
 // All returns every control, in the order of the table.
 func All() []Control { return append([]Control(nil), controls...) }
+
+// help is the one line `agentbus sessions <name> ID` shows, by the name of
+// each control people ask for themselves: the CLI and the WebSocket door
+// offer these. The others follow from another request (a reload, from a
+// skill change).
+var help = map[string]string{
+	"interrupt": "interrupt the running turn",
+	"pause":     "pause a running session (Pausing, then Paused)",
+	"resume":    "resume a paused session (Resuming, then Running)",
+	"cancel":    "cancel a session",
+}
+
+// Offered returns the controls people ask for themselves, in the order of
+// the table.
+func Offered() []Control {
+	var offered []Control
+	for _, c := range controls {
+		if help[c.Name] != "" {
+			offered = append(offered, c)
+		}
+	}
+	return offered
+}
+
+// Help returns the one line that describes the control to people.
+func Help(c Control) string { return help[c.Name] }
 
 // ByRequested returns the control whose requested event has the type typ.
 func ByRequested(typ string) (Control, bool) {

@@ -28,15 +28,25 @@ func controlTransitions(move func(op Operation, from []SessionStatus, to Session
 	move(OpConfirmCancelled, one(StatusCancelling, StatusQueued), StatusCancelled, CaseNone)
 }
 
-// controlEvents are the events of the two-phase controls: each control's
-// request, and its confirmation.
-var controlEvents = []Event{
-	SessionInterruptRequestedEvent{}, SessionInterruptedEvent{},
-	SessionPauseRequestedEvent{}, SessionPausedEvent{},
-	SessionResumeRequestedEvent{}, SessionResumedEvent{},
-	SessionCancelRequestedEvent{}, SessionCancelledEvent{},
-	SessionReloadRequestedEvent{}, SessionReloadedEvent{},
+// controlEventStatuses are the events of the two-phase controls: each
+// control's request, and its confirmation, with the status the event
+// leaves its session in (none for a reload, which keeps it).
+var controlEventStatuses = []eventStatus{
+	{SessionInterruptRequestedEvent{}, StatusInterrupting}, {SessionInterruptedEvent{}, StatusInterrupted},
+	{SessionPauseRequestedEvent{}, StatusPausing}, {SessionPausedEvent{}, StatusPaused},
+	{SessionResumeRequestedEvent{}, StatusResuming}, {SessionResumedEvent{}, StatusRunning},
+	{SessionCancelRequestedEvent{}, StatusCancelling}, {SessionCancelledEvent{}, StatusCancelled},
+	{SessionReloadRequestedEvent{}, ""}, {SessionReloadedEvent{}, ""},
 }
+
+// controlEvents are the events of the two-phase controls.
+var controlEvents = func() []Event {
+	events := make([]Event, len(controlEventStatuses))
+	for i, e := range controlEventStatuses {
+		events[i] = e.event
+	}
+	return events
+}()
 
 // RequestInterrupt asks the sidecar to stop the current turn: Running -> Interrupting.
 func (s *AgentSession) RequestInterrupt(now time.Time) error {

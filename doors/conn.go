@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
+
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Config bounds what one client connection may do.
@@ -245,7 +247,7 @@ func (c *Conn) follow(id uuid.UUID, after uint64) error {
 // deliver hands an item to the sink, as the ack of an input it waits for
 // when it is one.
 func (c *Conn) deliver(id uuid.UUID, it Item) error {
-	if it.Event == EventDomain && it.Type == "message_delivered" {
+	if it.Event == EventDomain && it.Type == (domain.MessageDeliveredEvent{}).EventType() {
 		var d struct {
 			MessageID uuid.UUID `json:"messageId"`
 		}

@@ -67,7 +67,7 @@ func (f JetStreamFeed) Follow(ctx context.Context, sessionID uuid.UUID, after ui
 	}
 	subjects := make([]string, 0, len(aggs))
 	for _, agg := range aggs {
-		subjects = append(subjects, "agents.evt."+agg+"."+sessionID.String()+".>")
+		subjects = append(subjects, bus.InstanceEventsFilter(agg, sessionID.String()))
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {

@@ -145,9 +145,7 @@ func (r *Relay) writeCommand(ctx context.Context, cmd Command) (bool, error) {
 // commandSession keys the commands of one session to one lane, so they are
 // written in the order they were published.
 func commandSession(msg jetstream.Msg) string {
-	rest, _ := strings.CutPrefix(msg.Subject(), "agents.sidecar.")
-	id, _, _ := strings.Cut(rest, ".")
-	return id
+	return bus.SidecarSessionID(msg.Subject())
 }
 
 // outbound consumes AGENTS_SIDECAR_COMMANDS and writes each command to its

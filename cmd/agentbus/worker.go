@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
 // needs says which connections a worker uses.
@@ -39,24 +40,42 @@ type worker struct {
 	conns func() int
 	// run works until ctx ends.
 	run func(ctx context.Context, in *infra) error
+	// consumes are the durable consumers it reads, each defined in
+	// nats/consumers/<stream>/<durable>.json (which holds the filters).
+	consumes []consumer
+	// publishes are the subjects its NATS user may publish on besides the
+	// JetStream API, the acks of the streams it consumes and the dead
+	// letters of its consumers.
+	publishes []string
 }
 
+// consumer names a durable consumer of a stream.
+type consumer struct{ stream, durable string }
+
 // workers is every worker there is. A new worker is one entry here: up runs
-// it, and `agentbus worker <name>` runs it alone (add a compose service).
+// it, and `agentbus worker <name>` runs it alone. TestWorkersAreDeployed
+// names what its entry asks of nats/ and compose.yaml: its consumer
+// files, its NATS user with exactly the declared permissions, and its
+// compose service.
 var workers = map[string]worker{
 	"commands": {
 		summary: "handle AGENTS_COMMANDS: load, apply, save with the outbox, reply (AGENTBUS_COMMANDS_CONCURRENCY, default 8)",
 		needs:   needPostgres | needNATS,
 		// One per handler running at once, and one to spare.
-		conns: func() int { n, _ := commandsConcurrency(); return n + 1 },
-		run:   runCommandsWorker,
+		conns:    func() int { n, _ := commandsConcurrency(); return n + 1 },
+		run:      runCommandsWorker,
+		consumes: []consumer{{bus.StreamCommands, cmdhandlers.Consumer}},
+		// Results on the sender's inbox, the events it committed, and the
+		// steering message of an event that steers a running session.
+		publishes: []string{"_INBOX.>", bus.AllEventsFilter(), bus.SidecarCommandSubject("*", protocol.CommandSteeringMessage)},
 	},
 	"outbox": {
 		summary: "publish the committed outbox rows their writers did not publish to AGENTS_EVENTS",
 		needs:   needPostgres | needNATS,
 		// The leader's own connection (lock and LISTEN) and one for rounds.
-		conns: func() int { return 2 },
-		run:   runOutboxWorker,
+		conns:     func() int { return 2 },
+		run:       runOutboxWorker,
+		publishes: []string{bus.AllEventsFilter()},
 	},
 }
 

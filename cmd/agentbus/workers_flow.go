@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbus/agentbus/bus"
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
+	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/handlers/acl"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/projections"
@@ -24,49 +26,60 @@ import (
 // run by themselves; each is one entry of the workers registry.
 func init() {
 	workers["acl"] = worker{
-		summary: "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 9 },
+		summary:   "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 9 },
+		consumes:  []consumer{{bus.StreamSidecarEvents, acl.Consumer}},
+		publishes: []string{bus.AllCommandsFilter(), bus.AggregateEventsFilter(feed.Aggregate)},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return acl.New(in.Pool, client).Run(ctx, in.JS)
 		}),
 	}
 	workers["transcript"] = worker{
-		summary: "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 5 },
+		summary:  "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
+		needs:    needPostgres | needNATS,
+		conns:    func() int { return 5 },
+		consumes: []consumer{{bus.StreamSidecarEvents, projections.Consumer}},
 		run: func(ctx context.Context, in *infra) error {
 			return projections.NewTranscript(in.Pool).Run(ctx, in.JS)
 		},
 	}
 	workers["sidecar-dispatch"] = worker{
-		summary: "send lifecycle requests, answers and decisions to the sessions' sidecars",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "send lifecycle requests, answers and decisions to the sessions' sidecars",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.SidecarDispatchConsumer}},
+		publishes: []string{bus.SidecarCommandSubject("*", ">")},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.SidecarDispatch{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["pool"] = worker{
-		summary: "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.PoolConsumer}},
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Pool{JS: in.JS, Client: client}.Run(ctx)
 		}),
 	}
 	workers["delivery"] = worker{
-		summary: "deliver queued and steering messages to the sidecars when the session takes them",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 4 },
+		summary:   "deliver queued and steering messages to the sidecars when the session takes them",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 4 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.DeliveryConsumer}},
+		publishes: []string{bus.SidecarCommandSubject("*", ">")},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.Delivery{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["handoff"] = worker{
-		summary: "continue an exhausted session in a new one of its chain, with the handoff document",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "continue an exhausted session in a new one of its chain, with the handoff document",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.HandoffConsumer}},
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			limit, err := maxChainSessions()
 			if err != nil {
@@ -76,33 +89,39 @@ func init() {
 		}),
 	}
 	workers["consolidate"] = worker{
-		summary: "fold an approved consolidation session's output into its skill's instructions",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "fold an approved consolidation session's output into its skill's instructions",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.ConsolidateConsumer}},
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Consolidate{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
 	workers["notify"] = worker{
-		summary: "turn completions, failures, budget and context alerts into notifications for the owner",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "turn completions, failures, budget and context alerts into notifications for the owner",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.NotifyConsumer}},
+		publishes: []string{bus.AggregateEventsFilter(reactions.AggregateNotification)},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.Notify{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["timeouts"] = worker{
-		summary: "expire unanswered questions, undecided tool permissions and pauses held too long",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "expire unanswered questions, undecided tool permissions and pauses held too long",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Timeouts{DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
 	workers["scheduler"] = worker{
-		summary: "start a session of each scheduled template at each due time, as its owner, in <workspace>/<owner>/scheduled/ (AGENTBUS_SCHEDULE_GRACE, default 1h)",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 2 },
+		summary:   "start a session of each scheduled template at each due time, as its owner, in <workspace>/<owner>/scheduled/ (AGENTBUS_SCHEDULE_GRACE, default 1h)",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 2 },
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			grace, err := scheduleGrace()
 			if err != nil {
@@ -116,17 +135,21 @@ func init() {
 		}),
 	}
 	workers["autocontinue"] = worker{
-		summary: "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
-		needs:   needPostgres | needNATS,
-		conns:   func() int { return 4 },
+		summary:   "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
+		needs:     needPostgres | needNATS,
+		conns:     func() int { return 4 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.AutoContinueConsumer}, {bus.StreamSidecarEvents, reactions.AutoContinueResultsConsumer}},
+		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.AutoContinue{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
 	workers["relay"] = worker{
-		summary: "bridge each session's Redis streams and JetStream",
-		needs:   needNATS | needRedis,
-		conns:   func() int { return 0 },
+		summary:   "bridge each session's Redis streams and JetStream",
+		needs:     needNATS | needRedis,
+		conns:     func() int { return 0 },
+		consumes:  []consumer{{bus.StreamSidecarCommands, relay.DefaultOutboundConsumer}},
+		publishes: []string{"$JS.FC.>", bus.SidecarEventSubject("*", ">"), "$KV." + relay.SessionsBucket + ".>", "$KV." + relay.MembersBucket + ".>"},
 		run: func(ctx context.Context, in *infra) error {
 			r, err := relay.New(relay.Config{Redis: in.Redis, JetStream: in.JS})
 			if err != nil {
@@ -136,9 +159,11 @@ func init() {
 		},
 	}
 	workers["runtime"] = worker{
-		summary: "keep one sidecar per live session, each in a sandbox of its own: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
-		needs:   needPostgres | needNATS | needRedis,
-		conns:   func() int { return 2 },
+		summary:   "keep one sidecar per live session, each in a sandbox of its own: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
+		needs:     needPostgres | needNATS | needRedis,
+		conns:     func() int { return 2 },
+		consumes:  []consumer{{bus.StreamEvents, reactions.RuntimeConsumer}},
+		publishes: []string{bus.AllCommandsFilter(), "$KV." + relay.SessionsBucket + ".>"},
 		run: func(ctx context.Context, in *infra) error {
 			engine := os.Getenv("AGENTBUS_ENGINE")
 			dataDir, err := in.dataDir()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/handlers/webhooks"
 )
 
@@ -21,7 +22,8 @@ func init() {
 		// The enqueuer's handlers, the dispatcher's listener and polls,
 		// and the endpoints' loops, which take a connection only to claim
 		// and to record.
-		conns: func() int { return 8 },
+		conns:    func() int { return 8 },
+		consumes: []consumer{{bus.StreamEvents, webhooks.Consumer}},
 		run: func(ctx context.Context, in *infra) error {
 			cfg, err := webhookConfig()
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/doors"
 	"github.com/agentbus/agentbus/feed"
 )
@@ -43,7 +44,7 @@ func Translate(it doors.Item) map[string]any {
 		return nil
 	}
 	switch it.Type {
-	case "tool_permission_requested":
+	case domain.ToolPermissionRequestedEvent{}.EventType():
 		var input any = obj["input"]
 		var parsed map[string]any
 		if s, ok := obj["input"].(string); ok && json.Unmarshal([]byte(s), &parsed) == nil {
@@ -51,7 +52,7 @@ func Translate(it doors.Item) map[string]any {
 		}
 		return map[string]any{"type": "permission_request", "requestId": obj["requestId"], "toolName": obj["toolName"],
 			"toolInput": input, "expiresAt": obj["expiresAt"]}
-	case "session_waiting_for_input":
+	case domain.SessionWaitingForInputEvent{}.EventType():
 		options := []map[string]any{}
 		if list, ok := obj["options"].([]any); ok {
 			for _, o := range list {
@@ -60,14 +61,15 @@ func Translate(it doors.Item) map[string]any {
 		}
 		return map[string]any{"type": "question", "requestId": strconv.FormatUint(it.Seq, 10),
 			"questions": []map[string]any{{"question": obj["questionContent"], "options": options}}, "expiresAt": obj["expiresAt"]}
-	case "agent_session_output_ready":
+	case domain.AgentSessionOutputReadyEvent{}.EventType():
 		return map[string]any{"type": "result", "subtype": "success", "numTurns": obj["turnCount"], "filesChanged": obj["filesChanged"],
 			"allTestsPassing": obj["allTestsPassing"]}
-	case "agent_session_failed":
+	case domain.AgentSessionFailedEvent{}.EventType():
 		return map[string]any{"type": "session_status", "status": "closed", "agentbusStatus": "Failed",
 			"reason": obj["failureReason"], "message": obj["message"]}
 	}
-	if status, ok := doors.StatusAfter[it.Type]; ok {
+	if after, ok := domain.StatusAfter(it.Type); ok {
+		status := string(after)
 		return map[string]any{"type": "session_status", "status": clientStatus(status), "agentbusStatus": status, "event": it.Type}
 	}
 	return nil

@@ -3,6 +3,7 @@ package ws
 import (
 	"encoding/json"
 
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/doors"
 	"github.com/agentbus/agentbus/feed"
 )
@@ -28,7 +29,7 @@ func Translate(it doors.Item) (string, any) {
 		return "activity", json.RawMessage(it.Data)
 	}
 	switch it.Type {
-	case "session_waiting_for_input":
+	case domain.SessionWaitingForInputEvent{}.EventType():
 		var d struct {
 			QuestionContent string   `json:"questionContent"`
 			Options         []string `json:"options"`
@@ -36,7 +37,7 @@ func Translate(it doors.Item) (string, any) {
 		}
 		_ = json.Unmarshal(it.Data, &d)
 		return "question", map[string]any{"question": d.QuestionContent, "options": d.Options, "expiresAt": d.ExpiresAt}
-	case "tool_permission_requested":
+	case domain.ToolPermissionRequestedEvent{}.EventType():
 		var d struct {
 			RequestID string `json:"requestId"`
 			ToolName  string `json:"toolName"`
@@ -50,12 +51,13 @@ func Translate(it doors.Item) (string, any) {
 			input = obj
 		}
 		return "approval_request", map[string]any{"kind": "tool", "requestId": d.RequestID, "toolName": d.ToolName, "input": input, "expiresAt": d.ExpiresAt}
-	case "session_plan_pending_approval":
+	case domain.SessionPlanPendingApprovalEvent{}.EventType():
 		return "approval_request", withFields(it.Data, map[string]any{"kind": "plan"})
-	case "agent_session_output_ready":
+	case domain.AgentSessionOutputReadyEvent{}.EventType():
 		return "result", json.RawMessage(it.Data)
 	}
-	if status, ok := doors.StatusAfter[it.Type]; ok {
+	if after, ok := domain.StatusAfter(it.Type); ok {
+		status := string(after)
 		return "state", withFields(it.Data, map[string]any{"status": status, "event": it.Type})
 	}
 	return "event", map[string]any{"type": it.Type, "data": json.RawMessage(it.Data)}

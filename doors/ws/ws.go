@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/api"
+	"github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/doors"
 )
 
@@ -95,9 +97,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ClientMessage is a message from the client.
 type ClientMessage struct {
-	// Type is the command: start, subscribe, unsubscribe, input, cancel,
-	// pause, resume, interrupt, approve, reject, answer, approve_plan,
-	// reject_plan.
+	// Type is the command: start, or one of commandNames (which holds
+	// the controls of the control table).
 	Type string `json:"type"`
 	// SessionID names the session (all but start).
 	SessionID string `json:"sessionId,omitempty"`
@@ -290,9 +291,45 @@ func decode(m ClientMessage, v any) error {
 type command func(ctx context.Context, s *conn, id uuid.UUID, m ClientMessage) (doors.Session, error)
 
 // commandNames lists the commands on a session, in the order the
-// documentation gives them.
-var commandNames = []string{"subscribe", "unsubscribe", "input", "cancel", "pause", "resume", "interrupt",
-	"approve", "reject", "answer", "approve_plan", "reject_plan"}
+// documentation gives them: the controls of the table come after input.
+var commandNames = slices.Concat([]string{"subscribe", "unsubscribe", "input"}, controlNames(),
+	[]string{"approve", "reject", "answer", "approve_plan", "reject_plan"})
+
+// controlNames are the names of the controls people ask for.
+func controlNames() []string {
+	var names []string
+	for _, c := range control.Offered() {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// Each control people ask for is the command of its name.
+func init() {
+	for _, c := range control.Offered() {
+		commands[c.Name] = controlCommand(c)
+	}
+}
+
+// controlCommand sends the control's request; with force set in its data,
+// the forced request of a control that has one.
+func controlCommand(c control.Control) command {
+	if c.RequestForced == nil {
+		return simple(c.Route.Path)
+	}
+	return func(ctx context.Context, s *conn, id uuid.UUID, m ClientMessage) (doors.Session, error) {
+		var d struct {
+			Force bool `json:"force"`
+		}
+		if err := decode(m, &d); err != nil {
+			return doors.Session{}, err
+		}
+		if d.Force {
+			return s.doors.Command(ctx, id, "force-"+c.Route.Path, nil)
+		}
+		return s.doors.Command(ctx, id, c.Route.Path, nil)
+	}
+}
 
 var commands = map[string]command{
 	"subscribe": func(ctx context.Context, s *conn, id uuid.UUID, m ClientMessage) (doors.Session, error) {
@@ -325,23 +362,8 @@ var commands = map[string]command{
 		}
 		return doors.Session{ID: id, Status: "InputSent"}, nil
 	},
-	"cancel": func(ctx context.Context, s *conn, id uuid.UUID, m ClientMessage) (doors.Session, error) {
-		var d struct {
-			Force bool `json:"force"`
-		}
-		if err := decode(m, &d); err != nil {
-			return doors.Session{}, err
-		}
-		if d.Force {
-			return s.doors.Command(ctx, id, "force-cancel", nil)
-		}
-		return s.doors.Command(ctx, id, "cancel", nil)
-	},
-	"pause":     simple("pause"),
-	"resume":    simple("resume"),
-	"interrupt": simple("interrupt"),
-	"approve":   decide(true),
-	"reject":    decide(false),
+	"approve": decide(true),
+	"reject":  decide(false),
 	"answer": func(ctx context.Context, s *conn, id uuid.UUID, m ClientMessage) (doors.Session, error) {
 		var d struct {
 			Answer string `json:"answer"`

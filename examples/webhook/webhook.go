@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Consumer is this worker's durable consumer. JetStream remembers what it
@@ -38,7 +39,7 @@ func Run(ctx context.Context, js jetstream.JetStream, webhookURL string) error {
 	return bus.Run(ctx, js, bus.RunnerConfig{
 		Stream:         bus.StreamEvents,
 		Consumer:       Consumer,
-		FilterSubjects: []string{"agents.evt.session.*.agent_session_failed"},
+		FilterSubjects: []string{bus.EventFilter(domain.AgentSessionFailedEvent{})},
 		Handler: func(ctx context.Context, m jetstream.Msg) error {
 			env, err := bus.DecodeEnvelope(m.Data())
 			if err != nil {

@@ -41,8 +41,8 @@ var DefaultValidationCommands = map[domain.ValidationType]string{
 // turnEnds are the events of a session going Running -> Idle: a turn that
 // ended, and the last one, which delivered the output.
 var turnEnds = []string{
-	"agents.evt.session.*.agent_session_turn_completed",
-	"agents.evt.session.*.agent_session_output_ready",
+	bus.EventFilter(domain.AgentSessionTurnCompletedEvent{}),
+	bus.EventFilter(domain.AgentSessionOutputReadyEvent{}),
 }
 
 // AutoContinue runs the validate-and-continue loop of seed 001 §8.10.

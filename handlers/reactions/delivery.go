@@ -25,16 +25,16 @@ const DeliveryConsumer = "delivery"
 // it could not take before: a new message, a promotion, or a status that
 // accepts more.
 var deliveryTriggers = []string{
-	"agents.evt.queue.*.message_enqueued",
-	"agents.evt.queue.*.message_promoted_to_immediate",
-	"agents.evt.session.*.agent_session_started",
-	"agents.evt.session.*.session_resumed",
-	"agents.evt.session.*.session_interrupted",
-	"agents.evt.session.*.agent_session_turn_completed",
-	"agents.evt.session.*.agent_session_output_ready",
-	"agents.evt.session.*.session_input_received",
-	"agents.evt.session.*.session_plan_approved",
-	"agents.evt.session.*.session_plan_rejected",
+	bus.EventFilter(domain.MessageEnqueuedEvent{}),
+	bus.EventFilter(domain.MessagePromotedToImmediateEvent{}),
+	bus.EventFilter(domain.AgentSessionStartedEvent{}),
+	bus.EventFilter(domain.SessionResumedEvent{}),
+	bus.EventFilter(domain.SessionInterruptedEvent{}),
+	bus.EventFilter(domain.AgentSessionTurnCompletedEvent{}),
+	bus.EventFilter(domain.AgentSessionOutputReadyEvent{}),
+	bus.EventFilter(domain.SessionInputReceivedEvent{}),
+	bus.EventFilter(domain.SessionPlanApprovedEvent{}),
+	bus.EventFilter(domain.SessionPlanRejectedEvent{}),
 }
 
 // Delivery sends a session's pending messages to its sidecar as soon as

@@ -24,10 +24,10 @@ const HandoffConsumer = "handoff"
 
 // handoffTriggers are the events the handoff flow moves on.
 var handoffTriggers = []string{
-	"agents.evt.session.*.context_exhausted",
-	"agents.evt.session.*.session_voluntary_handoff",
-	"agents.evt.chain.*.session_handoff_initiated",
-	"agents.evt.chain.*.session_chain_cancelled",
+	bus.EventFilter(domain.ContextExhaustedEvent{}),
+	bus.EventFilter(domain.SessionVoluntaryHandoffEvent{}),
+	bus.EventFilter(domain.SessionHandoffInitiatedEvent{}),
+	bus.EventFilter(domain.SessionChainCancelledEvent{}),
 }
 
 // Handoff runs the context exhaustion flow of seed 001 §8.10. When a
@@ -67,15 +67,15 @@ func (h Handoff) Handle(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	switch env.Type {
-	case "context_exhausted", "session_voluntary_handoff":
+	case domain.ContextExhaustedEvent{}.EventType(), domain.SessionVoluntaryHandoffEvent{}.EventType():
 		return h.ensureChain(ctx, env, id)
-	case "session_handoff_initiated":
+	case domain.SessionHandoffInitiatedEvent{}.EventType():
 		var e domain.SessionHandoffInitiatedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)
 		}
 		return h.continueChain(ctx, env, id, e.HandoffDocumentID)
-	case "session_chain_cancelled":
+	case domain.SessionChainCancelledEvent{}.EventType():
 		return h.cancelSessions(ctx, env, id)
 	}
 	return nil

@@ -31,10 +31,13 @@ const (
 	NotifySessionFailed       = "session_failed"
 	NotifyBudgetWarning       = "budget_warning"
 	NotifyBudgetExhausted     = "budget_exhausted"
-	NotifyContextExhausted    = "context_exhausted"
 	NotifyChainCompleted      = "chain_completed"
 	NotifyAutoContinueStopped = "auto_continue_stopped"
 )
+
+// NotifyContextExhausted is the kind of the notification of the event it
+// is named after.
+var NotifyContextExhausted = domain.ContextExhaustedEvent{}.EventType()
 
 // notificationNamespace derives notification ids from their source
 // events, so that a redelivered event yields the same Nats-Msg-Id and
@@ -56,12 +59,12 @@ type Notification struct {
 
 // notifyTriggers are the events seed 001 §8.10 sends a notification for.
 var notifyTriggers = []string{
-	"agents.evt.session.*.agent_session_approved",
-	"agents.evt.session.*.agent_session_failed",
-	"agents.evt.session.*.session_budget_warning",
-	"agents.evt.session.*.session_budget_exhausted",
-	"agents.evt.session.*.context_exhausted",
-	"agents.evt.chain.*.session_chain_completed",
+	bus.EventFilter(domain.AgentSessionApprovedEvent{}),
+	bus.EventFilter(domain.AgentSessionFailedEvent{}),
+	bus.EventFilter(domain.SessionBudgetWarningEvent{}),
+	bus.EventFilter(domain.SessionBudgetExhaustedEvent{}),
+	bus.EventFilter(domain.ContextExhaustedEvent{}),
+	bus.EventFilter(domain.SessionChainCompletedEvent{}),
 }
 
 // Notify is the application side of the Notification context: it turns
@@ -103,10 +106,10 @@ func (n Notify) Handle(ctx context.Context, m jetstream.Msg) error {
 // false for an event that notifies nobody.
 func describe(env bus.Envelope) (note Notification, ok bool, err error) {
 	switch env.Type {
-	case "agent_session_approved":
+	case domain.AgentSessionApprovedEvent{}.EventType():
 		note = Notification{Kind: NotifySessionCompleted, Title: "Session completed",
 			Message: "The session's output was approved; the work is done."}
-	case "agent_session_failed":
+	case domain.AgentSessionFailedEvent{}.EventType():
 		var e domain.AgentSessionFailedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return note, false, bus.Permanent(err)
@@ -116,24 +119,24 @@ func describe(env bus.Envelope) (note Notification, ok bool, err error) {
 			msg = fmt.Sprintf("The session failed (%s): %s", e.FailureReason, e.Message)
 		}
 		note = Notification{Kind: NotifySessionFailed, Title: "Session failed", Message: msg}
-	case "session_budget_warning":
+	case domain.SessionBudgetWarningEvent{}.EventType():
 		var e domain.SessionBudgetWarningEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return note, false, bus.Permanent(err)
 		}
 		note = Notification{Kind: NotifyBudgetWarning, Title: "Budget warning",
 			Message: fmt.Sprintf("The session spent $%s of its $%s budget (%.0f%%).", e.SpentUsd, e.CapUsd, e.PercentUsed)}
-	case "session_budget_exhausted":
+	case domain.SessionBudgetExhaustedEvent{}.EventType():
 		var e domain.SessionBudgetExhaustedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return note, false, bus.Permanent(err)
 		}
 		note = Notification{Kind: NotifyBudgetExhausted, Title: "Budget exhausted",
 			Message: fmt.Sprintf("The session spent $%s and reached its $%s cap; it is paused until the budget is raised.", e.SpentUsd, e.CapUsd)}
-	case "context_exhausted":
+	case domain.ContextExhaustedEvent{}.EventType():
 		note = Notification{Kind: NotifyContextExhausted, Title: "Context exhausted",
 			Message: "The session's context window is full; the work continues in a new session of its chain."}
-	case "session_chain_completed":
+	case domain.SessionChainCompletedEvent{}.EventType():
 		var e domain.SessionChainCompletedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return note, false, bus.Permanent(err)

@@ -91,8 +91,8 @@ func (r Runtime) Run(ctx context.Context) error {
 	return bus.Run(ctx, r.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: RuntimeConsumer, Handler: r.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
-		FilterSubjects: []string{"agents.evt.session.*.session_allocated", "agents.evt.session.*.session_released",
-			"agents.evt.session.*.session_cancel_requested", "agents.evt.session.*.session_rewound"},
+		FilterSubjects: []string{bus.EventFilter(domain.SessionAllocatedEvent{}), bus.EventFilter(domain.SessionReleasedEvent{}),
+			bus.EventFilter(domain.SessionCancelRequestedEvent{}), bus.EventFilter(domain.SessionRewoundEvent{})},
 	})
 }
 
@@ -103,7 +103,7 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	switch env.Type {
-	case "session_released":
+	case domain.SessionReleasedEvent{}.EventType():
 		return r.release(ctx, id)
 	case domain.SessionCancelRequestedEvent{}.EventType():
 		return r.confirmCancelIfNoSidecar(ctx, env, id)

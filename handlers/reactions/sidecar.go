@@ -81,7 +81,7 @@ func (d SidecarDispatch) Run(ctx context.Context) error {
 	return bus.Run(ctx, d.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: SidecarDispatchConsumer, Handler: d.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
-		FilterSubjects: []string{"agents.evt.session.>"},
+		FilterSubjects: []string{bus.AggregateEventsFilter(domain.AggregateSession)},
 	})
 }
 
@@ -98,33 +98,33 @@ func (d SidecarDispatch) Handle(ctx context.Context, m jetstream.Msg) error {
 		return d.sendControl(ctx, env, c)
 	}
 	switch env.Type {
-	case "session_input_received":
+	case domain.SessionInputReceivedEvent{}.EventType():
 		var e domain.SessionInputReceivedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)
 		}
 		return send(protocol.CommandAnswerQuestion, protocol.AnswerQuestion{Answer: e.Answer})
-	case "session_plan_approved":
+	case domain.SessionPlanApprovedEvent{}.EventType():
 		approved := true
 		return send(protocol.CommandPlanDecision, protocol.PlanDecision{Approved: &approved})
-	case "session_plan_rejected":
+	case domain.SessionPlanRejectedEvent{}.EventType():
 		var e domain.SessionPlanRejectedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)
 		}
 		approved := false
 		return send(protocol.CommandPlanDecision, protocol.PlanDecision{Approved: &approved, Feedback: e.Feedback})
-	case "tool_permission_granted", "tool_permission_denied":
+	case domain.ToolPermissionGrantedEvent{}.EventType(), domain.ToolPermissionDeniedEvent{}.EventType():
 		var e domain.ToolPermissionGrantedEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)
 		}
 		behavior := protocol.BehaviorAllow
-		if env.Type == "tool_permission_denied" {
+		if env.Type == (domain.ToolPermissionDeniedEvent{}).EventType() {
 			behavior = protocol.BehaviorDeny
 		}
 		return send(protocol.CommandPermissionResponse, protocol.PermissionResponse{RequestID: e.RequestID, Behavior: behavior, Message: e.Message})
-	case "tool_permission_timed_out":
+	case domain.ToolPermissionTimedOutEvent{}.EventType():
 		var e domain.ToolPermissionTimedOutEvent
 		if err := json.Unmarshal(env.Data, &e); err != nil {
 			return bus.Permanent(err)

@@ -60,7 +60,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // FilterSubject selects the events the enqueuer reads: every session's.
-const FilterSubject = "agents.evt.session.>"
+var FilterSubject = bus.AggregateEventsFilter(domain.AggregateSession)
 
 // TestDelivery is a delivery to the webhook of an event of type
 // domain.WebhookTestEventType, which its owner sends to check their

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
+	ctl "github.com/agentbus/agentbus/control"
 	"github.com/agentbus/agentbus/internal/client"
 )
 
@@ -16,17 +18,14 @@ func Sessions(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return dispatch(ctx, "sessions", sessionCommands, args, stdout, stderr)
 }
 
-var sessionCommands = []subcommand{
+var sessionCommands = slices.Concat([]subcommand{
 	{"ls [--status S] [--page N] [--page-size N]", "list your sessions, newest first", sessionsList},
 	{"show ID", "show a session: status, cost, context, what it waits for", sessionsShow},
 	{"start OBJECTIVE [--dir D] [--budget USD] [--tool-approval all|TOOLS] [...]", "start a session; prints its id", sessionsStart},
 	{"steer ID TEXT", "send the agent a message now (Immediate); prints its id", sessionsSteer},
 	{"queue ID [TEXT] [--cancel MESSAGE]", "list the message queue, or add TEXT for the next turn", sessionsQueue},
 	{"promote ID MESSAGE", "make a queued message Immediate", sessionsPromote},
-	{"pause ID", "pause a running session (Pausing, then Paused)", control("pause")},
-	{"resume ID", "resume a paused session (Resuming, then Running)", control("resume")},
-	{"interrupt ID", "interrupt the running turn", control("interrupt")},
-	{"cancel ID", "cancel a session", control("cancel")},
+}, controlCommands(), []subcommand{
 	{"answer ID TEXT", "answer the session's pending question", sessionsAnswer},
 	{"allow ID [REQUEST] [--message TEXT]", "allow the tool use the session waits for (or the request named)", decide(true)},
 	{"deny ID [REQUEST] [--message TEXT]", "deny the tool use the session waits for (or the request named)", decide(false)},
@@ -39,6 +38,16 @@ var sessionCommands = []subcommand{
 	{"checkpoints ID", "list the session's checkpoints: the state at the end of each turn", sessionsCheckpoints},
 	{"fork ID TURN [--objective TEXT]", "start a new session from the checkpoint of TURN; prints its id", sessionsFork},
 	{"rewind ID TURN", "take an Idle, Paused or Interrupted session back to the checkpoint of TURN", sessionsRewind},
+})
+
+// controlCommands are the subcommands of the two-phase controls, one per
+// control of the table that people ask for.
+func controlCommands() []subcommand {
+	var subs []subcommand
+	for _, c := range ctl.Offered() {
+		subs = append(subs, subcommand{c.Name + " ID", ctl.Help(c), control(c.Route.Path)})
+	}
+	return subs
 }
 
 func sessionsList(e *env, fs *flag.FlagSet, args []string) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/internal/client"
 )
 
@@ -64,9 +65,9 @@ func writeJSONLine(w io.Writer, ev client.Event) error {
 // finalEvents leave a session Completed or Cancelled, which no command
 // leaves again: after one of them the session has nothing more to show.
 var finalEvents = map[string]bool{
-	"agent_session_approved": true,
-	"agent_session_closed":   true,
-	"session_cancelled":      true,
+	domain.AgentSessionApprovedEvent{}.EventType(): true,
+	domain.AgentSessionClosedEvent{}.EventType():   true,
+	domain.SessionCancelledEvent{}.EventType():     true,
 }
 
 func endsSession(ev client.Event) bool {
