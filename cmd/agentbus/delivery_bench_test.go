@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/protocol"
@@ -37,7 +41,10 @@ const deliveryClients = 16
 // Queued and Immediate messages, each of which starts or joins a turn. It
 // reports p50/p99/max of the time from the API's answer (accepted) to the
 // message_delivered event on the bus, the agent's own word that it took
-// the message.
+// the message. Each client sends as the API asks clients to: with an
+// Idempotency-Key, repeated on 503 or 504; those answers are counted and
+// printed, since a repeat that ran the command twice would show here as a
+// message delivered twice.
 //
 //	go test ./cmd/agentbus -run '^$' -bench '^BenchmarkDeliveryUnderLoad$' -benchtime=2000x
 func BenchmarkDeliveryUnderLoad(b *testing.B) {
@@ -53,8 +60,11 @@ func BenchmarkDeliveryUnderLoad(b *testing.B) {
 	delivered := watchDelivered(b, u)
 
 	b.ResetTimer()
-	accepted := sendDeliveryLoad(u, ids, steered, b.N)
+	accepted, answers := sendDeliveryLoad(u, ids, steered, b.N)
 	b.StopTimer()
+	if b.Failed() {
+		return
+	}
 
 	missing := delivered.wait(accepted, 5*time.Minute)
 	require.Empty(b, missing, "accepted messages that never reached their agent")
@@ -64,7 +74,8 @@ func BenchmarkDeliveryUnderLoad(b *testing.B) {
 	b.ReportMetric(float64(n), "sessions")
 	b.ReportMetric(float64(len(accepted)), "accepted")
 	b.ReportMetric(0, "ns/op")
-	fmt.Printf("delivery under load: %d sessions, %d messages accepted, every one delivered once\n", n, len(accepted))
+	fmt.Printf("delivery under load: %d sessions, %d messages accepted, every one delivered once; answers repeated with the same key: %v\n",
+		n, len(accepted), answers)
 	for _, priority := range []string{"Immediate", "Queued"} {
 		lat := delivered.latencies(accepted, priority)
 		if len(lat) == 0 {
@@ -107,13 +118,13 @@ func startDeliverySessions(u *upUnderTest, n int) (ids []string, steered map[str
 // id. A message to a session mid-turn is Immediate; the others alternate
 // Queued and Immediate. An Immediate message reaches an agent mid-turn at
 // its next safe point; a Queued one waits for the turn it joins to end.
-func sendDeliveryLoad(u *upUnderTest, ids []string, steered map[string]bool, total int) map[string]acceptance {
+func sendDeliveryLoad(u *upUnderTest, ids []string, steered map[string]bool, total int) (accepted map[string]acceptance, answers map[int]int) {
 	var (
-		next     atomic.Int64
-		mu       sync.Mutex
-		accepted = map[string]acceptance{}
-		wg       sync.WaitGroup
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
 	)
+	accepted, answers = map[string]acceptance{}, map[int]int{}
 	for range deliveryClients {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
@@ -122,16 +133,65 @@ func sendDeliveryLoad(u *upUnderTest, ids []string, steered map[string]bool, tot
 				if !steered[id] && i/len(ids)%2 == 1 {
 					priority = "Queued"
 				}
-				messageID := u.Enqueue(id, fmt.Sprintf("Delivery check #%d#", i), priority)
+				messageID, repeats := enqueueOnce(u, id, fmt.Sprintf("Delivery check #%d#", i), priority)
 				at := time.Now()
 				mu.Lock()
 				accepted[messageID] = acceptance{at: at, priority: priority}
+				for code, n := range repeats {
+					answers[code] += n
+				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return accepted
+	return accepted, answers
+}
+
+// enqueueOnce sends a message as a client should: with an Idempotency-Key,
+// repeated with the same key while the answer is 503 or 504 (the command
+// is stored and runs; its result came late). It returns the message's id
+// and how many answers of each 5xx status came before the one accepting
+// it.
+func enqueueOnce(u *upUnderTest, id, content, priority string) (messageID string, repeats map[int]int) {
+	repeats = map[int]int{}
+	key := uuid.NewString()
+	body, err := json.Marshal(map[string]any{"content": content, "priority": priority})
+	if err != nil {
+		panic(err)
+	}
+	for {
+		req, err := http.NewRequest(http.MethodPost, u.base+"/api/agents/sessions/"+id+"/messages/queue", bytes.NewReader(body))
+		if err != nil {
+			panic(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+u.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.IdempotencyKeyHeader, key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			u.t.Errorf("enqueue to %s: %v", id, err)
+			return "", repeats
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated:
+			var out struct {
+				MessageID string `json:"messageId"`
+			}
+			if err := json.Unmarshal(raw, &out); err != nil || out.MessageID == "" {
+				u.t.Errorf("enqueue to %s: %s", id, raw)
+			}
+			return out.MessageID, repeats
+		case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
+			repeats[resp.StatusCode]++
+			time.Sleep(200 * time.Millisecond)
+		default:
+			u.t.Errorf("enqueue to %s answered %d: %s", id, resp.StatusCode, raw)
+			return "", repeats
+		}
+	}
 }
 
 // acceptance is when the API accepted a message, and its priority.
