@@ -244,3 +244,10 @@ func (s *Store) Remove(ctx context.Context, sessionID string) error {
 func Conflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }
+
+// RunnerOf returns the runner the session's sidecar is assigned to, or
+// that the session waits for one (the API's session detail).
+func (s *Store) RunnerOf(ctx context.Context, sessionID string) (runner string, waiting bool, err error) {
+	a, rev, err := s.Assignment(ctx, sessionID)
+	return a.Runner, rev != 0 && a.Waiting(), err
+}
