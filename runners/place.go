@@ -13,6 +13,10 @@ type Liveness struct {
 	// TTL is how long a lease lasts without a renewal.
 	TTL  time.Duration
 	seen map[string]seenLease
+	// observed is when the leases were last read: a lease lapses when it
+	// did not change for a TTL of reads, never because this process read
+	// them late (a placer slowed down gives up on no runner).
+	observed time.Time
 }
 
 type seenLease struct {
@@ -26,6 +30,7 @@ func (l *Liveness) Observe(leases map[string]RunnerEntry, now time.Time) {
 	if l.seen == nil {
 		l.seen = map[string]seenLease{}
 	}
+	l.observed = now
 	for name := range l.seen {
 		if _, ok := leases[name]; !ok {
 			delete(l.seen, name)
@@ -39,10 +44,11 @@ func (l *Liveness) Observe(leases map[string]RunnerEntry, now time.Time) {
 	}
 }
 
-// Live reports whether the runner's lease changed within the TTL of now.
-func (l *Liveness) Live(name string, now time.Time) bool {
+// Live reports whether the runner's lease changed within the TTL before
+// the last read of the leases.
+func (l *Liveness) Live(name string) bool {
 	s, ok := l.seen[name]
-	return ok && now.Sub(s.at) < l.TTL
+	return ok && l.observed.Sub(s.at) < l.TTL
 }
 
 // Age returns how long ago, by now, the runner's lease last changed.
@@ -70,11 +76,11 @@ func (l *Liveness) Names() []string {
 // Choose returns the live runner, not draining, with the most free
 // capacity given load (sessions assigned, by runner), or false when every
 // one is full. Ties go to the first name, so placements are repeatable.
-func (l *Liveness) Choose(load map[string]int, now time.Time) (string, bool) {
+func (l *Liveness) Choose(load map[string]int) (string, bool) {
 	best, free := "", 0
 	for _, name := range l.Names() {
 		lease := l.seen[name].entry.Lease
-		if !l.Live(name, now) || lease.Draining {
+		if !l.Live(name) || lease.Draining {
 			continue
 		}
 		if f := lease.Capacity - load[name]; f > free {

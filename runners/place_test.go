@@ -26,13 +26,15 @@ func TestChoosePlacesOnTheLiveRunnerWithTheMostRoom(t *testing.T) {
 		{"none when all are full", map[string]int{"a": 5, "b": 5}, t0, ""},
 		{"never a draining one", map[string]int{"a": 5, "b": 5, "c": 0}, t0, ""},
 		{"none once the leases lapsed", map[string]int{}, t0.Add(6 * time.Second), ""},
+		{"all while no read says they lapsed", map[string]int{"a": 5}, t0, "b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			l := Liveness{TTL: 6 * time.Second}
 			l.Observe(leases, t0)
-			got, ok := l.Choose(tt.load, tt.at)
+			l.Observe(leases, tt.at) // the same revisions, read again
+			got, ok := l.Choose(tt.load)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.want != "", ok)
 		})
@@ -46,11 +48,13 @@ func TestALeaseLivesWhileItsRevisionChanges(t *testing.T) {
 	l.Observe(map[string]RunnerEntry{"a": {Revision: 1}, "b": {Revision: 2}}, t0)
 	// a renews; b's entry stays the same revision, as a dead runner's does.
 	l.Observe(map[string]RunnerEntry{"a": {Revision: 3}, "b": {Revision: 2}}, t0.Add(4*time.Second))
+	assert.True(t, l.Live("b"), "no read yet says it lapsed")
 	at := t0.Add(7 * time.Second)
-	assert.True(t, l.Live("a", at))
-	assert.False(t, l.Live("b", at), "no renewal within the TTL")
+	l.Observe(map[string]RunnerEntry{"a": {Revision: 3}, "b": {Revision: 2}}, at)
+	assert.True(t, l.Live("a"))
+	assert.False(t, l.Live("b"), "no renewal within the TTL")
 	l.Observe(map[string]RunnerEntry{"b": {Revision: 2}}, at)
-	assert.False(t, l.Live("a", at), "its lease is gone")
+	assert.False(t, l.Live("a"), "its lease is gone")
 	age, ok := l.Age("b", at)
 	assert.True(t, ok)
 	assert.Equal(t, 7*time.Second, age)

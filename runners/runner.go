@@ -48,17 +48,38 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.cache, r.gens = cache, map[string]uint64{}
 	defer r.leave()
-	renew := time.NewTicker(r.Store.TTL / 3)
-	defer renew.Stop()
+	// The lease is renewed apart from the work on the sidecars, which may
+	// take a while (a sidecar's stop waits for it to exit).
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		r.keepLease(ctx)
+	}()
+	defer func() { <-renewed }()
+	resync := time.NewTicker(r.Store.TTL / 3)
+	defer resync.Stop()
 	for {
-		r.renew(ctx)
 		r.apply(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-renew.C:
+		case <-resync.C:
 		case <-cache.Changed():
 		case <-r.Launcher.Exits():
+		}
+	}
+}
+
+// keepLease renews the lease every third of its TTL until ctx ends.
+func (r *Runner) keepLease(ctx context.Context) {
+	t := time.NewTicker(r.Store.TTL / 3)
+	defer t.Stop()
+	for {
+		r.renew(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		case <-r.Drain:
 			r.draining, r.Drain = true, nil
 		}
@@ -91,6 +112,11 @@ func (r *Runner) apply(ctx context.Context) {
 	if err != nil {
 		r.Log.Warn("sidecars not compared with their assignments", "error", err)
 		return
+	}
+	for id := range r.gens {
+		if _, ok := all[id]; !ok {
+			delete(r.gens, id) // its session is over: a later run starts afresh
+		}
 	}
 	for _, h := range r.Launcher.Running() {
 		if p, ok := all[h.SessionID]; !ok || p.Runner != r.Name {

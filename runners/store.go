@@ -61,6 +61,9 @@ type Assignment struct {
 	Gen uint64 `json:"gen"`
 	// Attempt is the run of the session the sidecar serves.
 	Attempt int `json:"attempt"`
+	// Started is set once a sidecar of this run was asked for: the next
+	// one resumes its agent's conversation.
+	Started bool `json:"started,omitempty"`
 	// Config is the sidecar's config (protocol.Config).
 	Config json.RawMessage `json:"config,omitempty"`
 	// APIKey is the sidecar's agent API key.

@@ -65,7 +65,7 @@ func (p *Placement) refresh(ctx context.Context) error {
 func (p *Placement) Live(runner string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.live.Live(runner, time.Now())
+	return p.live.Live(runner)
 }
 
 // reserve returns the runner the session is to run on: the one it is
@@ -74,15 +74,14 @@ func (p *Placement) Live(runner string) bool {
 func (p *Placement) reserve(a runners.Assignment) (runner string, release func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	if a.Runner != "" && p.live.Live(a.Runner, now) {
+	if a.Runner != "" && p.live.Live(a.Runner) {
 		return a.Runner, func() {}, true
 	}
 	load := p.cache.Load()
 	for name, n := range p.reserved {
 		load[name] += n
 	}
-	runner, ok = p.live.Choose(load, now)
+	runner, ok = p.live.Choose(load)
 	if !ok {
 		return "", nil, false
 	}
@@ -98,7 +97,7 @@ func (p *Placement) reserve(a runners.Assignment) (runner string, release func()
 // with a new sidecar to start, unless its sidecar of this run is assigned
 // to a live runner already. With no room anywhere it waits, assigned to
 // none. A sidecar that ran before in this run resumes its agent.
-func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession, resume bool) error {
+func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession) error {
 	p, id := r.Placement, s.ID().String()
 	a, rev, err := p.Store.Assignment(ctx, id)
 	if err != nil {
@@ -113,11 +112,13 @@ func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession, resum
 		return r.waitForRunner(ctx, a, rev, s)
 	}
 	defer release()
-	cfg, key, limits, ok, err := r.prepareStart(ctx, s, resume || sameRun && a.Gen > 0)
+	// A sidecar of this run was asked for before: the next one resumes its
+	// agent, wherever it runs; a retry's first one starts afresh.
+	cfg, key, limits, ok, err := r.prepareStart(ctx, s, sameRun && a.Started)
 	if err != nil || !ok {
 		return err
 	}
-	moved := a.Gen > 0 && a.Runner != runner
+	moved := rev != 0 && a.Runner != runner
 	redisURL, err := launcher.PlaceRedisUser(ctx, r.Redis, p.RedisURL, id, moved)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession, resum
 	if err != nil {
 		return err
 	}
-	next := runners.Assignment{SessionID: id, Runner: runner, Gen: a.Gen + 1, Attempt: s.RetryCount(), Config: raw,
+	next := runners.Assignment{SessionID: id, Runner: runner, Gen: nextGen(a, rev), Attempt: s.RetryCount(), Started: true, Config: raw,
 		APIKey: key, RedisURL: redisURL, MaxProcesses: limits.processes, MaxMemory: limits.memory}
 	newRev, err := p.Store.Put(ctx, next, rev)
 	if err != nil {
@@ -136,6 +137,17 @@ func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession, resum
 	slog.Info("session placed", "component", "runtime", "session_id", id, "runner", runner, "gen", next.Gen,
 		"from", a.Runner, "resumed", cfg.ResumeEngineSessionID != "")
 	return nil
+}
+
+// nextGen numbers the sidecar asked for after a's. A session's first
+// assignment, or its first after one was removed (a run that ended, then
+// a retry), starts from the clock, so no runner takes it for a sidecar
+// it started before.
+func nextGen(a runners.Assignment, rev uint64) uint64 {
+	if rev == 0 {
+		return max(a.Gen+1, uint64(time.Now().UnixNano()))
+	}
+	return a.Gen + 1
 }
 
 // waitForRunner records that the session waits for a runner with room. A
@@ -151,9 +163,9 @@ func (r Runtime) waitForRunner(ctx context.Context, a runners.Assignment, rev ui
 			return err
 		}
 	}
-	next := runners.Assignment{SessionID: id, Gen: a.Gen, Attempt: a.Attempt}
+	next := runners.Assignment{SessionID: id, Gen: a.Gen, Attempt: a.Attempt, Started: a.Started}
 	if rev == 0 {
-		next.Attempt = s.RetryCount()
+		next.Gen, next.Attempt = nextGen(a, rev), s.RetryCount()
 	}
 	newRev, err := r.Placement.Store.Put(ctx, next, rev)
 	if err != nil {

@@ -154,7 +154,7 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 		return err
 	}
 	if r.Placement != nil {
-		return r.ensurePlaced(ctx, s, resume)
+		return r.ensurePlaced(ctx, s)
 	}
 	if attempt, running := r.Launcher.Attempt(id.String()); running {
 		if attempt >= s.RetryCount() {
