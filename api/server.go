@@ -39,6 +39,9 @@ import (
 // Deps are the services the API reads from and writes to. A nil dependency
 // turns off what needs it, as documented on each field.
 type Deps struct {
+	// Runners tells which runner runs a session's sidecar, or that the
+	// session waits for one with room; nil leaves both out of the detail.
+	Runners RunnerPlaces
 	// AgentKeys authenticates agents; nil refuses every agent key (401).
 	AgentKeys AgentKeys
 	// SessionOwners tells whose a session is, for the session stream; nil

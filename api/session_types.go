@@ -47,6 +47,8 @@ type SessionDetail struct {
 	TraceID           string             `json:"traceId,omitempty" doc:"The W3C trace id of the request that started the session (its traceparent, or the span agentbus started when it exports traces); absent when it came without one." example:"4bf92f3577b34da6a3ce929d0e0e4736"`
 	TraceURL          string             `json:"traceUrl,omitempty" doc:"The trace in your tracing UI, when the server is configured with one (AGENTBUS_TRACE_URL)." example:"http://localhost:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"`
 	WaitingFor        *WaitingFor        `json:"waitingFor,omitempty" doc:"What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended."`
+	Runner            string             `json:"runner,omitempty" doc:"The runner whose host runs the session's sidecar, while one is assigned." example:"host-a"`
+	WaitingForRunner  bool               `json:"waitingForRunner" doc:"Whether the session holds a pool slot but waits for a runner with room for its sidecar; it starts as soon as one frees." example:"false"`
 	ReloadPending     bool               `json:"reloadPending" doc:"Whether a configuration reload waits for the sidecar's acknowledgement." example:"false"`
 	PausedAt          *time.Time         `json:"pausedAt,omitempty" doc:"When the session was paused, while it is." example:"2026-03-01T09:30:00Z"`
 	StartedAt         *time.Time         `json:"startedAt,omitempty" doc:"When the session started running." example:"2026-03-01T09:00:05Z"`

@@ -350,7 +350,19 @@ func (s *Server) getSession(ctx context.Context, in *sessionIDInput) (*sessionOu
 	if err := s.withWaitingFor(ctx, snap, &out.Body); err != nil {
 		return nil, err
 	}
+	if s.deps.Runners != nil && snap.Status.HasSidecar() {
+		if out.Body.Runner, out.Body.WaitingForRunner, err = s.deps.Runners.RunnerOf(ctx, id.String()); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// RunnerPlaces tells where sessions' sidecars run (package runners).
+type RunnerPlaces interface {
+	// RunnerOf returns the runner the session's sidecar is assigned to,
+	// or that it waits for one.
+	RunnerOf(ctx context.Context, sessionID string) (runner string, waiting bool, err error)
 }
 
 func (s *Server) getTaskList(ctx context.Context, in *sessionIDInput) (*taskListOutput, error) {

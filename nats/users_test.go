@@ -26,7 +26,7 @@ var componentUsers = map[string]string{
 	"acl": "ACL", "transcript": "TRANSCRIPT", "sidecar-dispatch": "SIDECAR_DISPATCH", "delivery": "DELIVERY",
 	"pool": "POOL", "handoff": "HANDOFF", "consolidate": "CONSOLIDATE", "autocontinue": "AUTOCONTINUE",
 	"timeouts": "TIMEOUTS", "scheduler": "SCHEDULER", "notify": "NOTIFY", "runtime": "RUNTIME",
-	"webhooks": "WEBHOOKS",
+	"webhooks": "WEBHOOKS", "runner": "RUNNER",
 }
 
 func password(user string) string { return "secret-" + strings.ToLower(componentUsers[user]) }
@@ -125,6 +125,10 @@ func TestUsersPublishOnlyOnTheirSubjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, bus.Provision(ctx, op.js))
+	for _, bucket := range []string{"runners", "runner_assignments"} {
+		_, err := op.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket})
+		require.NoError(t, err)
+	}
 
 	const s = "0b5e0000-0000-4000-8000-000000000001"
 	cases := []struct {
@@ -153,7 +157,9 @@ func TestUsersPublishOnlyOnTheirSubjects(t *testing.T) {
 			[]string{"agents.evt.session." + s + ".session_failed", "agents.cmd.session.pause", "agents.evt.notification.owner1.x"}, bus.StreamEvents},
 		{"pool", []string{"agents.cmd.session.allocate"},
 			[]string{"agents.evt.session." + s + ".session_allocated", "agents.sidecar." + s + ".commands.start"}, bus.StreamEvents},
-		{"runtime", []string{"agents.cmd.session.start_failed"},
+		{"runner", []string{"$KV.runners.host-a", "$KV.runner_assignments." + s},
+			[]string{"agents.cmd.session.pause", "agents.sidecar." + s + ".events.assistant", "agents.evt.session." + s + ".session_failed"}, ""},
+		{"runtime", []string{"agents.cmd.session.start_failed", "$KV.runner_assignments." + s},
 			[]string{"agents.sidecar." + s + ".events.assistant", "agents.evt.session." + s + ".session_failed"}, bus.StreamEvents},
 		{"commands", []string{"agents.evt.session." + s + ".session_paused", "agents.sidecar." + s + ".commands.steering_message"},
 			[]string{"agents.evt.activity." + s + ".item", "agents.cmd.session.pause", "agents.sidecar." + s + ".commands.pause"}, bus.StreamCommands},

@@ -52,7 +52,12 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 	if err != nil {
 		return nil, err
 	}
+	places, err := runnerPlaces(ctx, js)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(withTraceURL(withMCPPolicy(withJWTClaims(api.Config{JWTSecret: jwtSecret, Workspace: ws}))), api.Deps{
+		Runners:       places,
 		AgentKeys:     store,
 		SessionOwners: store,
 		Idempotency:   api.NewPostgresIdempotency(pool),

@@ -51,6 +51,9 @@ type infra struct {
 	PoolMax int
 	// Sandbox is how the runtime confines its sidecars.
 	Sandbox sandboxSettings
+	// RunnerCapacity is how many sidecars the runtime's own runner runs;
+	// 0 runs none (runners elsewhere run them all).
+	RunnerCapacity int
 
 	stops   []func()
 	metrics *prometheus.Registry

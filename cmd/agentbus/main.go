@@ -28,6 +28,8 @@ var commands = map[string]command{
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
 	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
+	"runner":  {"run the sandboxed sidecars placed on this host: runner --name N --capacity C [--data-dir D]", runRunner},
+	"runners": {"list the runners: name, capacity, sessions, lease age, draining (--json)", runRunners},
 	"sidecar": {"run one agent session's sidecar", runSidecar},
 	"socket":  {"serve the local NDJSON socket for a running deployment (AGENTBUS_API, AGENTBUS_TOKEN)", runSocket},
 	"token":   {"print a development bearer token: token --user <id>", runToken},
@@ -65,7 +67,7 @@ func main() {
 
 // traced are the commands that run servers, whose spans are exported when
 // an OTLP endpoint is configured (internal/tracing).
-var traced = map[string]bool{"api": true, "relay": true, "up": true, "worker": true}
+var traced = map[string]bool{"api": true, "relay": true, "runner": true, "up": true, "worker": true}
 
 // withTracing runs the command name, with tracing set up for it when it
 // is a server; the spans left are flushed when it returns.

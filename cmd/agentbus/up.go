@@ -61,6 +61,8 @@ func runUp(ctx context.Context, args []string) error {
 	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
 	poolMaxArg := poolMaxFlag(fs)
 	sandboxArgs := addSandboxFlags(fs)
+	capacity := fs.String("runner-capacity", os.Getenv("AGENTBUS_RUNNER_CAPACITY"),
+		"how many sidecars the runner of this process runs (default what the machine holds); 0 runs none, leaving them to `agentbus runner`s")
 	_ = fs.Parse(args)
 	skip := map[string]bool{}
 	for _, name := range strings.Split(*without, ",") {
@@ -84,6 +86,9 @@ func runUp(ctx context.Context, args []string) error {
 	defer in.Close()
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
+	}
+	if in.RunnerCapacity, err = runnerCapacity(*capacity); err != nil {
+		return fmt.Errorf("up: --runner-capacity: %w", err)
 	}
 	if in.Sandbox, err = sandboxArgs.settings(!skip["runtime"]); err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -181,7 +186,7 @@ func startInfra(ctx context.Context, in *infra, cfg upConfig, dataDir string) er
 	// The operator's tools (agentbus migrate, psql, redis-cli) and the
 	// components run apart find the servers' credentials here, outside
 	// every sandbox.
-	env := map[string]string{"DATABASE_URL": dbURL, "NATS_URL": natsURL}
+	env := map[string]string{"DATABASE_URL": dbURL, "NATS_URL": natsURL, "AGENTBUS_API_URL": in.APIURL}
 	redisURL := cfg.redisURL
 	if redisURL == "" {
 		var urls map[string]string

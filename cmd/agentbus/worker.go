@@ -223,6 +223,9 @@ func runWorker(ctx context.Context, args []string) error {
 	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
 		return err
 	}
+	if in.RunnerCapacity, err = runnerCapacity(os.Getenv("AGENTBUS_RUNNER_CAPACITY")); err != nil {
+		return fmt.Errorf("worker %s: AGENTBUS_RUNNER_CAPACITY: %w", name, err)
+	}
 	if in.Sandbox, err = sandboxArgs.settings(name == "runtime"); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
 	}

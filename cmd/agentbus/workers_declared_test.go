@@ -17,8 +17,9 @@ import (
 	natsdefs "github.com/agentbus/agentbus/nats"
 )
 
-// notWorkers are the NATS users of components that are not workers.
-var notWorkers = []string{"operator", "api"}
+// notWorkers are the NATS users of components that are not workers: the
+// operator, the API and the runners (agentbus runner).
+var notWorkers = []string{"operator", "api", "runner"}
 
 // TestWorkersAreDeployed: each declared worker has what running it apart
 // needs, as its entry in workers declares it: a file in nats/consumers for

@@ -18,8 +18,8 @@ import (
 	"github.com/agentbus/agentbus/handlers/projections"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/relay"
+	"github.com/agentbus/agentbus/runners"
 	"github.com/agentbus/agentbus/sidecar/engine/claude"
-	"github.com/agentbus/agentbus/sidecar/launcher"
 )
 
 // The workers that turn raw events into state and make the session flows
@@ -159,43 +159,13 @@ func init() {
 		},
 	}
 	workers["runtime"] = worker{
-		summary:   "keep one sidecar per live session, each in a sandbox of its own: start, restart and stop them (AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
-		needs:     needPostgres | needNATS | needRedis,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.RuntimeConsumer}},
-		publishes: []string{bus.AllCommandsFilter(), "$KV." + relay.SessionsBucket + ".>"},
-		run: func(ctx context.Context, in *infra) error {
-			engine := os.Getenv("AGENTBUS_ENGINE")
-			dataDir, err := in.dataDir()
-			if err != nil {
-				return err
-			}
-			mode := launcher.Mode(envOr("AGENTBUS_RUNTIME", string(launcher.ModeProcess)))
-			sb, err := runtimeSandbox(ctx, in.Sandbox, mode)
-			if err != nil {
-				return err
-			}
-			l, err := launcher.New(launcher.Config{
-				Mode: mode, Redis: in.Redis, RedisURL: in.RedisURL,
-				APIURL: envOr("AGENTBUS_API_URL", in.APIURL), Env: engineEnv(engine),
-				LogDir: filepath.Join(dataDir, "log", "sidecars"), ConfigDir: filepath.Join(dataDir, "sidecars"),
-				Sandbox: sb, SandboxDir: filepath.Join(dataDir, "sandboxes"), SandboxPrograms: []string{claude.EnvBinary},
-				CheckpointDir: filepath.Join(dataDir, "checkpoints"),
-			})
-			if err != nil {
-				return err
-			}
-			ws, err := in.workspace()
-			if err != nil {
-				return err
-			}
-			client, err := commandClient(in)
-			if err != nil {
-				return err
-			}
-			return reactions.Runtime{JS: in.JS, DB: in.Pool, Redis: in.Redis, Launcher: l, Client: client,
-				Engine: engine, Workspace: ws}.Run(ctx)
-		},
+		summary:  "keep one sidecar per live session, each in a sandbox of its own, placed on the runners by capacity and moved when one dies; runs a runner of this host (AGENTBUS_RUNNER_CAPACITY, default what it holds; 0 none; AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
+		needs:    needPostgres | needNATS | needRedis,
+		conns:    func() int { return 2 },
+		consumes: []consumer{{bus.StreamEvents, reactions.RuntimeConsumer}},
+		publishes: []string{bus.AllCommandsFilter(), "$KV." + relay.SessionsBucket + ".>",
+			"$KV." + runners.RunnersBucket + ".>", "$KV." + runners.AssignmentsBucket + ".>"},
+		run: runRuntimeWorker,
 	}
 }
 

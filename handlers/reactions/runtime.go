@@ -50,6 +50,11 @@ const DefaultReconcileInterval = 2 * time.Second
 //   - a cancel that no sidecar can acknowledge (none runs) is confirmed
 //     here, so no session waits for an ack that cannot come.
 //
+// With Placement set, the sidecars run on runners (package runners): the
+// runtime assigns each session to a live runner with room, and again
+// elsewhere when that runner's lease lapses, and composes what the runner
+// starts its sidecar with; Launcher then starts nothing here.
+//
 // In external mode the launcher starts nothing and someone else runs the
 // sidecars; the runtime then only activates and deactivates the relay.
 type Runtime struct {
@@ -68,6 +73,8 @@ type Runtime struct {
 	// ReconcileInterval is how often the sidecars are compared with the
 	// sessions; zero means DefaultReconcileInterval.
 	ReconcileInterval time.Duration
+	// Placement, when set, places the sessions on runners.
+	Placement *Placement
 
 	locks *sessionLocks
 }
@@ -76,10 +83,16 @@ type Runtime struct {
 // sidecars until ctx ends; then it stops every sidecar it runs, which the
 // next run starts again.
 func (r Runtime) Run(ctx context.Context) error {
-	if err := r.Launcher.Start(ctx); err != nil {
-		return err
+	if r.Placement != nil {
+		if err := r.Placement.start(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := r.Launcher.Start(ctx); err != nil {
+			return err
+		}
+		defer r.Launcher.Close()
 	}
-	defer r.Launcher.Close()
 	r.locks = &sessionLocks{held: map[uuid.UUID]*sessionLock{}}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -127,7 +140,11 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 		return err
 	}
 	if !s.Status().HasSidecar() {
-		return r.Launcher.Forget(ctx, id.String()) // it ended before its sidecar (re)started
+		// It ended before its sidecar (re)started.
+		if r.Placement != nil {
+			return r.releasePlaced(ctx, id.String())
+		}
+		return r.Launcher.Forget(ctx, id.String())
 	}
 	kv, err := relay.SessionsKV(ctx, r.JS)
 	if err != nil {
@@ -135,6 +152,9 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	}
 	if err := relay.Activate(ctx, kv, id.String()); err != nil {
 		return err
+	}
+	if r.Placement != nil {
+		return r.ensurePlaced(ctx, s)
 	}
 	if attempt, running := r.Launcher.Attempt(id.String()); running {
 		if attempt >= s.RetryCount() {
@@ -149,69 +169,103 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 			return err
 		}
 	}
-	cfg, err := sidecarConfig(ctx, r.DB, s, r.Engine)
-	if err != nil {
+	cfg, key, limits, ok, err := r.prepareStart(ctx, s, resume)
+	if err != nil || !ok {
 		return err
 	}
-	if resume {
-		engineID, err := r.Redis.Get(ctx, protocol.EngineKey(id.String())).Result()
-		switch {
-		case err == nil:
-			cfg.ResumeEngineSessionID = engineID
-		case !errors.Is(err, redis.Nil):
-			return err
-		}
-		if cfg.TurnsBefore, err = r.turnsBefore(ctx, id); err != nil {
-			return err
-		}
-	}
-	if r.Launcher.Process() {
-		if err := r.Workspace.Check(s.OwnerID(), cfg.WorkingDirectory); err != nil {
-			_, err := doDerived(ctx, r.Client, "runtime", id.String()+"/workspace/"+cfg.WorkingDirectory,
-				domain.AggregateSession, command.RecordFailure, id, "",
-				command.FailureData{Reason: domain.FailureInfrastructureError, Message: "the working directory " + err.Error()})
-			return err
-		}
-		if err := r.startFork(ctx, s, &cfg); err != nil {
-			return err
-		}
-		// The session's directory is created on demand.
-		if err := os.MkdirAll(cfg.WorkingDirectory, 0o755); err != nil {
-			return fmt.Errorf("working directory of %s: %w", id, err)
-		}
-	}
-	key, err := r.sidecarKey(ctx, id)
-	if err != nil || key == "" {
-		return err
-	}
-	limits, err := r.sandboxLimits(ctx, s)
-	if err != nil {
-		return err
-	}
-	_, err = r.Launcher.StartSession(ctx, cfg, key, limits)
+	_, err = r.Launcher.StartSession(ctx, cfg, key, launcher.WithLimits(limits.processes, limits.memory))
 	if errors.Is(err, launcher.ErrClosed) {
 		return nil // shutting down: the next run starts it
 	}
 	return err
 }
 
+// prepareStart composes the config a sidecar of the session starts with,
+// prepares its working directory and issues its key; ok is false when it
+// is not to start (the session ended meanwhile, its agent runs on another
+// engine, or its working directory is refused, which fails the session).
+func (r Runtime) prepareStart(ctx context.Context, s *domain.AgentSession, resume bool) (
+	cfg protocol.Config, key string, limits limitValues, ok bool, err error) {
+	id := s.ID()
+	if cfg, err = sidecarConfig(ctx, r.DB, s, r.Engine); err != nil {
+		return cfg, "", limits, false, err
+	}
+	if resume {
+		if err = r.resumeConfig(ctx, id, &cfg); err != nil {
+			return cfg, "", limits, false, err
+		}
+	}
+	if r.Placement != nil || r.Launcher.Process() {
+		if err := r.Workspace.Check(s.OwnerID(), cfg.WorkingDirectory); err != nil {
+			_, err := doDerived(ctx, r.Client, "runtime", id.String()+"/workspace/"+cfg.WorkingDirectory,
+				domain.AggregateSession, command.RecordFailure, id, "",
+				command.FailureData{Reason: domain.FailureInfrastructureError, Message: "the working directory " + err.Error()})
+			return cfg, "", limits, false, err
+		}
+		if err := r.startFork(ctx, s, &cfg); err != nil {
+			return cfg, "", limits, false, err
+		}
+		// The session's directory is created on demand.
+		if err := os.MkdirAll(cfg.WorkingDirectory, 0o755); err != nil {
+			return cfg, "", limits, false, fmt.Errorf("working directory of %s: %w", id, err)
+		}
+	}
+	key, err = r.sidecarKey(ctx, id)
+	if err != nil || key == "" {
+		return cfg, "", limits, false, err
+	}
+	limits, err = r.sandboxLimitValues(ctx, s)
+	return cfg, key, limits, err == nil, err
+}
+
+// resumeConfig has the sidecar continue the engine's conversation of the
+// one that ran the session before, numbering its checkpoints on.
+func (r Runtime) resumeConfig(ctx context.Context, id uuid.UUID, cfg *protocol.Config) error {
+	engineID, err := r.Redis.Get(ctx, protocol.EngineKey(id.String())).Result()
+	switch {
+	case err == nil:
+		cfg.ResumeEngineSessionID = engineID
+	case !errors.Is(err, redis.Nil):
+		return err
+	}
+	cfg.TurnsBefore, err = r.turnsBefore(ctx, id)
+	return err
+}
+
+// limitValues are the limits of a sidecar's sandbox; zero keeps the
+// launcher's.
+type limitValues struct {
+	processes int
+	memory    int64
+}
+
 // sandboxLimits returns the limits of the session's sandbox that its
 // template sets, read at each start: a template changed since applies to
 // the next start of the sidecar.
 func (r Runtime) sandboxLimits(ctx context.Context, s *domain.AgentSession) (launcher.StartOption, error) {
-	id := s.TemplateID()
-	if id == nil {
-		return launcher.WithLimits(0, 0), nil
-	}
-	t, err := postgres.Templates{}.Get(ctx, r.DB, *id)
-	if errors.Is(err, postgres.ErrNotFound) {
-		return launcher.WithLimits(0, 0), nil
-	}
+	l, err := r.sandboxLimitValues(ctx, s)
 	if err != nil {
 		return nil, err
 	}
+	return launcher.WithLimits(l.processes, l.memory), nil
+}
+
+// sandboxLimitValues returns the limits of the session's sandbox that its
+// template sets.
+func (r Runtime) sandboxLimitValues(ctx context.Context, s *domain.AgentSession) (limitValues, error) {
+	id := s.TemplateID()
+	if id == nil {
+		return limitValues{}, nil
+	}
+	t, err := postgres.Templates{}.Get(ctx, r.DB, *id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return limitValues{}, nil
+	}
+	if err != nil {
+		return limitValues{}, err
+	}
 	l := t.SandboxLimits()
-	return launcher.WithLimits(l.MaxProcesses, l.MaxMemoryMiB<<20), nil
+	return limitValues{processes: l.MaxProcesses, memory: l.MaxMemoryMiB << 20}, nil
 }
 
 // release stops the sidecar of a session that ended and lets the relay
@@ -231,11 +285,7 @@ func (r Runtime) release(ctx context.Context, id uuid.UUID) error {
 	case err != nil && !errors.Is(err, postgres.ErrNotFound):
 		return err
 	}
-	err = r.Launcher.Stop(id.String())
-	if errors.Is(err, launcher.ErrNotRunning) {
-		err = r.Launcher.Forget(ctx, id.String())
-	}
-	if err != nil {
+	if err := r.stopSidecar(ctx, id); err != nil {
 		return err
 	}
 	kv, err := relay.SessionsKV(ctx, r.JS)
@@ -245,21 +295,30 @@ func (r Runtime) release(ctx context.Context, id uuid.UUID) error {
 	return relay.Deactivate(ctx, kv, id.String())
 }
 
+// stopSidecar stops the sidecar of a session that is over and forgets it.
+func (r Runtime) stopSidecar(ctx context.Context, id uuid.UUID) error {
+	if r.Placement != nil {
+		return r.releasePlaced(ctx, id.String())
+	}
+	err := r.Launcher.Stop(id.String())
+	if errors.Is(err, launcher.ErrNotRunning) {
+		err = r.Launcher.Forget(ctx, id.String())
+	}
+	return err
+}
+
 // confirmCancelIfNoSidecar confirms the cancel of a session that no
 // sidecar runs and none will run again: nothing else could acknowledge
 // its stop. In external mode the sidecar is not ours to know of.
 func (r Runtime) confirmCancelIfNoSidecar(ctx context.Context, env bus.Envelope, id uuid.UUID) error {
-	if !r.Launcher.Process() {
+	if r.Placement == nil && !r.Launcher.Process() {
 		return nil
 	}
-	unlock := r.locks.lock(id)
-	_, running := r.Launcher.PID(id.String())
-	exited, err := r.Launcher.Exited(ctx)
-	unlock()
+	running, err := r.hasSidecar(ctx, id)
 	if err != nil {
 		return err
 	}
-	if running || slices.Contains(exited, id.String()) {
+	if running {
 		return nil // its sidecar acknowledges the stop, now or once started again
 	}
 	// It confirms the stop the session awaits, as its ack would have.
@@ -272,6 +331,19 @@ func (r Runtime) confirmCancelIfNoSidecar(ctx context.Context, env bus.Envelope,
 	return err
 }
 
+// hasSidecar reports whether a sidecar runs the session, or will run
+// again.
+func (r Runtime) hasSidecar(ctx context.Context, id uuid.UUID) (bool, error) {
+	unlock := r.locks.lock(id)
+	defer unlock()
+	if r.Placement != nil {
+		return r.hasSidecarPlaced(ctx, id.String())
+	}
+	_, running := r.Launcher.PID(id.String())
+	exited, err := r.Launcher.Exited(ctx)
+	return running || slices.Contains(exited, id.String()), err
+}
+
 // reconcileLoop starts again the sidecars that exited without ending their
 // session and stops those whose session is over, at every interval and as
 // soon as a sidecar exits.
@@ -282,15 +354,19 @@ func (r Runtime) reconcileLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	reconcile, wake := r.reconcile, r.Launcher.Exits()
+	if r.Placement != nil {
+		reconcile, wake = r.reconcilePlaced, r.Placement.cache.Changed()
+	}
 	for {
-		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+		if err := reconcile(ctx); err != nil && ctx.Err() == nil {
 			slog.Warn("sidecars not reconciled", "component", "runtime", "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-r.Launcher.Exits():
+		case <-wake:
 		}
 	}
 }

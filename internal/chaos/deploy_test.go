@@ -285,7 +285,7 @@ func (d *Deployment) startRedis(ctx context.Context) error {
 }
 
 // NATSUsers are the users of nats/users.conf the deployment connects as.
-var NATSUsers = append([]string{"operator", "api", "relay"}, Workers...)
+var NATSUsers = append([]string{"operator", "api", "relay", "runner"}, Workers...)
 
 // startNATS runs the nats-server binary with JetStream (every write
 // synced, as nats/server.conf) and the users of nats/users.conf.

@@ -131,6 +131,11 @@ type Config struct {
 	// Logger receives the launcher's log. Default slog.Default(); lines
 	// carry component=launcher.
 	Logger *slog.Logger
+	// PlacedRedisUsers says that whoever places the sessions makes their
+	// sidecars' Redis users and hands each start its URL (WithRedisURL):
+	// the launcher then neither makes, restores nor removes them, for a
+	// session it ran may run elsewhere now, under the same user.
+	PlacedRedisUsers bool
 }
 
 func (c *Config) setDefaults() {
@@ -266,7 +271,7 @@ func New(cfg Config) (*Launcher, error) {
 	return &Launcher{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "launcher", "launcher", cfg.Name),
-		key:     "agentbus:launcher:" + cfg.Name + ":sidecars",
+		key:     RecordsKey(cfg.Name),
 		ctx:     ctx,
 		stop:    stop,
 		running: map[string]*sidecarProc{},
@@ -285,8 +290,10 @@ func (l *Launcher) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.wg.Add(1)
-	go l.keepRedisUsers()
+	if !l.cfg.PlacedRedisUsers {
+		l.wg.Add(1)
+		go l.keepRedisUsers()
+	}
 	for id, rec := range recs {
 		p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, gone: make(chan struct{})}
 		if rec.Exited {
@@ -365,15 +372,22 @@ func (l *Launcher) Forget(ctx context.Context, sessionID string) error {
 		return nil
 	}
 	if l.cfg.Mode == ModeExternal {
-		l.dropRedisUser(ctx, sessionID)
+		l.dropUser(ctx, sessionID)
 		return l.cfg.Redis.Del(ctx, LaunchKey(sessionID)).Err()
 	}
 	n, err := l.cfg.Redis.HDel(ctx, l.key, sessionID).Result()
 	if n > 0 {
-		l.dropRedisUser(ctx, sessionID)
+		l.dropUser(ctx, sessionID)
 	}
 	l.dropSandbox(sessionID)
 	return err
+}
+
+// dropUser removes the session's Redis user, unless users are placed.
+func (l *Launcher) dropUser(ctx context.Context, sessionID string) {
+	if !l.cfg.PlacedRedisUsers {
+		l.dropRedisUser(ctx, sessionID)
+	}
 }
 
 // Close stops every sidecar this launcher runs (SIGTERM, then SIGKILL to

@@ -36,12 +36,28 @@ type StartOption func(*startOptions)
 type startOptions struct {
 	maxProcesses int
 	maxMemory    int64
+	redisURL     string
 }
 
 // WithLimits overrides the limits of the sidecar's sandbox: processes, and
 // bytes of memory per process; a zero keeps the Sandbox's.
 func WithLimits(maxProcesses int, maxMemory int64) StartOption {
 	return func(o *startOptions) { o.maxProcesses, o.maxMemory = maxProcesses, maxMemory }
+}
+
+// WithRedisURL hands the sidecar the URL of a Redis user its placer made
+// for the session, instead of one the launcher makes.
+func WithRedisURL(url string) StartOption {
+	return func(o *startOptions) { o.redisURL = url }
+}
+
+// redisURL returns the URL the session's sidecar connects with, and the
+// hash of its password when the launcher made the user.
+func (l *Launcher) redisURL(ctx context.Context, id string, o startOptions) (string, string) {
+	if o.redisURL != "" {
+		return o.redisURL, ""
+	}
+	return l.sessionRedisURL(ctx, id)
 }
 
 // StartSession starts the sidecar of cfg.SessionID with the session's
@@ -80,7 +96,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		// user of the session's own and the session's agent key. A
 		// sidecar's user cannot read it (it reaches agent:session:{<id>}
 		// keys only).
-		redisURL, _ := l.sessionRedisURL(ctx, id)
+		redisURL, _ := l.redisURL(ctx, id, o)
 		if err := l.cfg.Redis.HSet(ctx, LaunchKey(id), "redis_url", redisURL, "session_key", apiKey,
 			"api_url", l.cfg.APIURL).Err(); err != nil {
 			return Handle{}, fmt.Errorf("launcher: store the launch record: %w", err)
@@ -108,7 +124,7 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		return Handle{}, fmt.Errorf("launcher: write the config: %w", err)
 	}
-	redisURL, redisPasswordHash := l.sessionRedisURL(ctx, id)
+	redisURL, redisPasswordHash := l.redisURL(ctx, id, o)
 	cmd, closeOutput, err := l.command(id, file, cfg.WorkingDirectory, redisURL, apiKey, o)
 	if err != nil {
 		_ = os.Remove(file)
@@ -361,7 +377,7 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string, observed boo
 	switch {
 	case stopping || ended:
 		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
-		l.dropRedisUser(ctx, id)
+		l.dropUser(ctx, id)
 		l.dropSandbox(id)
 		if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 			l.log.Warn("record not removed", "session_id", id, "error", err)
@@ -400,7 +416,7 @@ func (l *Launcher) giveUp(ctx context.Context, id string, exitCode int, how stri
 		return
 	}
 	l.log.Error("sidecar keeps crashing; its session ended", "session_id", id, "exit_code", exitCode, "how", how)
-	l.dropRedisUser(ctx, id)
+	l.dropUser(ctx, id)
 	l.dropSandbox(id)
 	if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
 		l.log.Warn("record not removed", "session_id", id, "error", err)
