@@ -86,8 +86,9 @@ func TestAPausedSessionSaysItWaitsForItsRunningToolCall(t *testing.T) {
 	require.NotNil(t, told.WaitingFor, "the stream said what the session waits for")
 	assert.Equal(t, *s.WaitingFor, *told.WaitingFor)
 
-	assert.Regexp(t, `(?m)^Waiting for\s+tool call Bash: make integration-test \(the session pauses once it ends\), since \d\d:\d\d:\d\d$`,
-		c.must("sessions", "show", id))
+	shown := c.must("sessions", "show", id)
+	assert.Regexp(t, `(?m)^Waiting for\s+tool call Bash: make integration-test \(the session pauses once it ends\), since \d\d:\d\d:\d\d$`, shown)
+	assert.Regexp(t, `(?m)^Runner\s+\S+$`, shown, "show names the runner whose host runs the sidecar")
 
 	// A session whose output awaits review waits for that; once approved,
 	// for nothing.

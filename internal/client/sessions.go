@@ -40,6 +40,8 @@ type Session struct {
 	ChainID          string    `json:"chainId"`
 	TraceID          string    `json:"traceId"`
 	TraceURL         string    `json:"traceUrl"`
+	Runner           string    `json:"runner"`
+	WaitingForRunner bool      `json:"waitingForRunner"`
 	RetryCount       int       `json:"retryCount"`
 	CreatedAt        time.Time `json:"createdAt"`
 	Budget           struct {

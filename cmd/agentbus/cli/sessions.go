@@ -111,6 +111,12 @@ func showSession(w io.Writer, s client.Session) error {
 	if s.TraceID != "" {
 		t.row("Trace", strings.TrimSpace(s.TraceID+" "+s.TraceURL))
 	}
+	switch {
+	case s.Runner != "":
+		t.row("Runner", s.Runner)
+	case s.WaitingForRunner:
+		t.row("Runner", "none yet: waiting for a runner with room")
+	}
 	if w := s.WaitingFor; w != nil {
 		t.row("Waiting for", waitingText(*w))
 	}
