@@ -75,6 +75,10 @@ func TestDashboardDrivesASessionThroughTheRealRuntime(t *testing.T) {
 		/^\d\d:\d\d:\d\d$/.test(e.querySelector("time")?.innerText ?? ""))`)
 	b.WaitText("#activity", "Migrated table 1 of 80.")
 	b.WaitText("#session-status", "Running")
+	// The page names the runner whose host runs the session's agent.
+	runner := u.Session(id).Runner
+	require.NotEmpty(t, runner, "a running session has its runner")
+	b.WaitText("#runner", "runs on runner "+runner)
 
 	// Pause: two phases, the request then the sidecar's confirmation at
 	// its next safe point. The turn holds while paused.

@@ -37,6 +37,7 @@ type Session struct {
 	ID               string `json:"id"`
 	Status           string `json:"status"`
 	HasPendingReview bool   `json:"hasPendingReview"`
+	Runner           string `json:"runner"`
 	Metrics          struct {
 		TurnCount int `json:"turnCount"`
 	} `json:"metrics"`

@@ -3561,6 +3561,11 @@ export interface components {
              */
             retryInstruction?: string;
             /**
+             * @description The runner whose host runs the session's sidecar, while one is assigned.
+             * @example host-a
+             */
+            runner?: string;
+            /**
              * Format: date-time
              * @description When the session started running.
              * @example 2026-03-01T09:00:05Z
@@ -3606,6 +3611,11 @@ export interface components {
             version: number;
             /** @description What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended. */
             waitingFor?: components["schemas"]["WaitingFor"];
+            /**
+             * @description Whether the session holds a pool slot but waits for a runner with room for its sidecar; it starts as soon as one frees.
+             * @example false
+             */
+            waitingForRunner: boolean;
             /**
              * @description The absolute path the agent works in.
              * @example /home/bruno/src/shop

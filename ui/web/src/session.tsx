@@ -137,6 +137,11 @@ export function SessionPage({ id }: { id: string }) {
             {" "}· part of chain <a href={`#/chains/${session.chainId}`}>{session.chainId.slice(0, 8)}</a>
           </>
         )}
+        {session.runner && (
+          <span id="runner">
+            {" "}· runs on runner <code>{session.runner}</code>
+          </span>
+        )}
         {session.traceId && (
           <span id="trace">
             {" "}· trace{" "}
