@@ -60,11 +60,16 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, err
-	}
 	cred, err := unprivileged()
 	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if cfg.Dir, err = reachableDir(cfg.Dir, cred); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	if cred != nil {
@@ -286,6 +291,73 @@ func postgresBinDir() (string, error) {
 		return "", errors.New("no postgres binaries found: install Debian's postgresql package (make deps) or set DATABASE_URL")
 	}
 	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+// fallbackRoot holds the clusters whose own place the server's user cannot
+// reach.
+var fallbackRoot = "/var/lib/agentbus"
+
+// reachableDir returns where the cluster of dir lives: dir itself when
+// cred's user can reach it, else a directory of its own under fallbackRoot
+// that dir links to. Postgres refuses to run as root, and a checkout under
+// /root or in a 0700 home is closed to every other user; the link keeps
+// dir the one place to look, and a later start finds the same cluster.
+func reachableDir(dir string, cred *syscall.Credential) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	if traversable(filepath.Dir(abs), cred) {
+		return abs, nil
+	}
+	sum := sha256.Sum256([]byte(abs))
+	home := filepath.Join(fallbackRoot, "postgres-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(fallbackRoot, 0o755); err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return "", err
+	}
+	// An empty directory is what a start that failed here left behind.
+	if err := os.Remove(abs); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("postgres: %s holds a cluster its server's user (uid %d) cannot reach: %w", abs, cred.Uid, err)
+	}
+	if err := os.Symlink(home, abs); err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	return home, nil
+}
+
+// traversable reports whether cred's user may pass through dir and each of
+// its parents.
+func traversable(dir string, cred *syscall.Credential) bool {
+	for {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			return false
+		}
+		bit := uint32(0o001)
+		switch {
+		case st.Uid == cred.Uid:
+			bit = 0o100
+		case st.Gid == cred.Gid:
+			bit = 0o010
+		}
+		if st.Mode&bit == 0 {
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return true
+		}
+		dir = parent
+	}
 }
 
 // unprivileged returns the credential to run Postgres with, or nil when
