@@ -146,21 +146,31 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		s.writeError(ctx, huma.Error400BadRequest("unable to read the request body"))
 		return
 	}
+	if s.beginIdempotent(ctx, k, body) {
+		s.runRecorded(ctx, next, k, body)
+	}
+}
+
+// beginIdempotent takes the key k for this request and reports whether
+// the handler is to run; when not, it has answered: with the stored
+// response of an earlier request, or with why the key cannot be taken.
+func (s *Server) beginIdempotent(ctx huma.Context, k IdempotencyScope, body []byte) bool {
 	stored, err := s.deps.Idempotency.Begin(ctx.Context(), k, sha256.Sum256(body))
 	switch {
 	case errors.Is(err, ErrIdempotencyMismatch):
 		s.writeError(ctx, NewKindError(KindValidation, err.Error()).WithField("header."+IdempotencyKeyHeader))
-		return
+		return false
 	case errors.Is(err, ErrIdempotencyInProgress) && s.commandApplied(ctx.Context(), k):
 		// The first attempt's process died after its command was applied
 		// (or it is about to answer): running the handler again sends the
 		// same command id, which is answered with the recorded result.
+		return true
 	case errors.Is(err, ErrIdempotencyInProgress):
 		s.writeError(ctx, NewKindError(KindConflict, err.Error()))
-		return
+		return false
 	case err != nil:
 		s.writeError(ctx, err)
-		return
+		return false
 	case stored != nil:
 		for name, values := range stored.Header {
 			for _, v := range values {
@@ -170,9 +180,14 @@ func (s *Server) idempotency(ctx huma.Context, next func(huma.Context)) {
 		ctx.SetHeader(IdempotentReplayedHeader, "true")
 		ctx.SetStatus(stored.Status)
 		_, _ = ctx.BodyWriter().Write(stored.Body)
-		return
+		return false
 	}
+	return true
+}
 
+// runRecorded runs the handler, recording its response, and stores the
+// response under k unless it is a server error; otherwise it releases k.
+func (s *Server) runRecorded(ctx huma.Context, next func(huma.Context), k IdempotencyScope, body []byte) {
 	rec := &recordingContext{humaContext: ctx, body: bytes.NewReader(body), header: http.Header{}}
 	// The key outlives a request whose client went away.
 	bg := context.WithoutCancel(ctx.Context())

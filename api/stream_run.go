@@ -143,24 +143,30 @@ func (ls *liveStream) follow(ctx context.Context, sub *subscriber, pos uint64) (
 				return false
 			}
 		case <-sub.ended:
-			// The fan-out puts nothing more into the buffer: send what it
-			// holds, in order, and see how long that took.
-			for len(sub.items) > 0 {
-				if ls.take(<-sub.items) != nil {
-					return false
-				}
-			}
-			if sub.unavailable {
-				_ = ls.send(reconnectMessage(ls.resume(), "unavailable"))
-				return false
-			}
-			if time.Since(sub.endedAt) > ls.s.cfg.SlowClientTimeout {
-				_ = ls.send(reconnectMessage(ls.resume(), "slow_client"))
-				return false
-			}
-			return true
+			return ls.drain(sub)
 		}
 	}
+}
+
+// drain sends what an ended subscriber's buffer holds, in order, since the
+// fan-out puts nothing more into it, and reports whether the stream should
+// catch up and subscribe again: not when the client went away, the events
+// are unavailable, or the client took too long to read them.
+func (ls *liveStream) drain(sub *subscriber) (again bool) {
+	for len(sub.items) > 0 {
+		if ls.take(<-sub.items) != nil {
+			return false
+		}
+	}
+	if sub.unavailable {
+		_ = ls.send(reconnectMessage(ls.resume(), "unavailable"))
+		return false
+	}
+	if time.Since(sub.endedAt) > ls.s.cfg.SlowClientTimeout {
+		_ = ls.send(reconnectMessage(ls.resume(), "slow_client"))
+		return false
+	}
+	return true
 }
 
 // tellWaiting sends what the session waits for when it changed. A failed

@@ -114,46 +114,80 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 	if err := requireID("ownerId", p.OwnerID); err != nil {
 		return nil, err
 	}
+	now := p.Now.UTC()
+	s := &AgentSession{
+		id: p.ID, ownerID: p.OwnerID, status: StatusQueued, traceID: p.TraceID,
+		forkedFrom: clonePtr(p.ForkedFrom), templateID: clonePtr(p.TemplateID), chainID: clonePtr(p.ChainID),
+		createdAt: now, updatedAt: now,
+	}
+	for _, step := range []func(*AgentSession, NewSessionParams) error{
+		(*AgentSession).initWork, (*AgentSession).initLimits, checkSessionLinks,
+	} {
+		if err := step(s, p); err != nil {
+			return nil, err
+		}
+	}
+	s.raise(AgentSessionCreatedEvent{
+		SessionMeta: s.meta(now), Name: s.name, WorkingDirectory: s.workingDirectory, Objective: s.objective,
+		ModelID: s.modelID, TemplateID: clonePtr(p.TemplateID), ChainID: clonePtr(p.ChainID),
+		BudgetCapUsd: s.budget.HardCapUsd,
+	})
+	if p.ForkedFrom != nil {
+		s.raise(SessionForkedEvent{SessionMeta: s.meta(now), ParentSessionID: p.ForkedFrom.SessionID, Checkpoint: p.ForkedFrom.Turn})
+	}
+	return s, nil
+}
+
+// initWork validates and sets what the session works on and how: its
+// objective, name, directory, model, skills and execution mode.
+func (s *AgentSession) initWork(p NewSessionParams) error {
 	objective, err := requireText("objective", p.Objective, 1, MaxObjectiveChars)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	name := p.Name
 	if strings.TrimSpace(name) == "" {
 		name = nameFromObjective(objective)
 	}
 	if name, err = requireText("name", name, 1, MaxSessionNameChars); err != nil {
-		return nil, err
+		return err
 	}
 	dir, err := requireAbsolutePath("workingDirectory", p.WorkingDirectory)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	model, err := requireText("modelId", p.ModelID, 1, 200)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	skills, err := uniqueIDs("enabledSkillIds", p.EnabledSkillIDs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mode := p.ExecutionMode
 	if mode == "" {
 		mode = ModeStandalone
 	}
 	if !mode.IsValid() {
-		return nil, invalid("executionMode", "unknown execution mode %q", mode)
+		return invalid("executionMode", "unknown execution mode %q", mode)
 	}
+	s.objective, s.name, s.workingDirectory, s.modelID, s.enabledSkillIDs, s.executionMode = objective, name, dir, model, skills, mode
+	return nil
+}
+
+// initLimits validates and sets what bounds the session: its budget,
+// auto-continue, tool approval policy and timeouts, each defaulted.
+func (s *AgentSession) initLimits(p NewSessionParams) error {
 	budget := SessionBudget{HardCapUsd: p.Budget.HardCapUsd, WarnAtPercent: p.Budget.WarnAtPercent}
 	if budget.WarnAtPercent == 0 {
 		budget.WarnAtPercent = DefaultWarnAtPercent
 	}
 	if err := budget.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if p.AutoContinue != nil {
 		if err := p.AutoContinue.Validate(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	policy := DefaultToolApprovalPolicy()
@@ -161,53 +195,39 @@ func NewAgentSession(p NewSessionParams) (*AgentSession, error) {
 		policy = p.ToolApproval.clone()
 	}
 	if err := policy.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	timeouts := DefaultSessionTimeouts()
 	if p.Timeouts != nil {
 		timeouts = *p.Timeouts
 	}
 	if err := timeouts.Validate(); err != nil {
-		return nil, err
+		return err
 	}
+	s.budget, s.autoContinue, s.toolApproval, s.timeouts = budget, cloneAutoContinue(p.AutoContinue), policy, timeouts
+	return nil
+}
+
+// checkSessionLinks validates what ties the new session to others and to
+// its request: its template, chain, trace and fork point.
+func checkSessionLinks(_ *AgentSession, p NewSessionParams) error {
 	if p.TemplateID != nil {
 		if err := requireID("templateId", *p.TemplateID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.ChainID != nil {
 		if err := requireID("chainId", *p.ChainID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.TraceID != "" && !validTraceID(p.TraceID) {
-		return nil, invalid("traceId", "must be 32 lowercase hex digits, not all zero")
+		return invalid("traceId", "must be 32 lowercase hex digits, not all zero")
 	}
 	if p.ForkedFrom != nil {
-		if err := p.ForkedFrom.Validate(); err != nil {
-			return nil, err
-		}
+		return p.ForkedFrom.Validate()
 	}
-	now := p.Now.UTC()
-	s := &AgentSession{
-		forkedFrom: clonePtr(p.ForkedFrom),
-		id:         p.ID, ownerID: p.OwnerID,
-		templateID: clonePtr(p.TemplateID), chainID: clonePtr(p.ChainID),
-		name: name, workingDirectory: dir, objective: objective, modelID: model,
-		enabledSkillIDs: skills, status: StatusQueued, executionMode: mode,
-		budget: budget, autoContinue: cloneAutoContinue(p.AutoContinue),
-		toolApproval: policy, timeouts: timeouts, traceID: p.TraceID,
-		createdAt: now, updatedAt: now,
-	}
-	s.raise(AgentSessionCreatedEvent{
-		SessionMeta: s.meta(now), Name: name, WorkingDirectory: dir, Objective: objective,
-		ModelID: model, TemplateID: clonePtr(p.TemplateID), ChainID: clonePtr(p.ChainID),
-		BudgetCapUsd: budget.HardCapUsd,
-	})
-	if p.ForkedFrom != nil {
-		s.raise(SessionForkedEvent{SessionMeta: s.meta(now), ParentSessionID: p.ForkedFrom.SessionID, Checkpoint: p.ForkedFrom.Turn})
-	}
-	return s, nil
+	return nil
 }
 
 // validTraceID reports whether id is a W3C trace id: 32 lowercase hex

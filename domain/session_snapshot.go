@@ -77,39 +77,8 @@ func (s *AgentSession) Snapshot() AgentSessionSnapshot {
 // that the state is one the model can produce, so corrupt rows fail loudly
 // instead of misbehaving later.
 func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession, error) {
-	if err := requireID("id", snap.ID); err != nil {
+	if err := checkSnapshot(snap); err != nil {
 		return nil, err
-	}
-	if err := requireID("ownerId", snap.OwnerID); err != nil {
-		return nil, err
-	}
-	if !snap.Status.IsValid() {
-		return nil, invalid("status", "unknown session status %q", snap.Status)
-	}
-	if !snap.ExecutionMode.IsValid() {
-		return nil, invalid("executionMode", "unknown execution mode %q", snap.ExecutionMode)
-	}
-	if snap.Objective == "" || snap.Name == "" || snap.ModelID == "" || snap.WorkingDirectory == "" {
-		return nil, invalid("session", "objective, name, model and working directory must be set")
-	}
-	if err := snap.Budget.Validate(); err != nil {
-		return nil, err
-	}
-	if err := snap.ToolApproval.Validate(); err != nil {
-		return nil, err
-	}
-	if err := snap.Timeouts.Validate(); err != nil {
-		return nil, err
-	}
-	if snap.RetryCount < 0 || snap.RetryCount > MaxRetries {
-		return nil, invalid("retryCount", "must be between 0 and %d", MaxRetries)
-	}
-	if snap.Status == StatusWaitingForInput && snap.PendingQuestion == nil {
-		return nil, invalid("pendingQuestion", "a session waiting for input must have a question")
-	}
-	if snap.Status == StatusWaitingForApproval && snap.PendingPermission == nil &&
-		(snap.Plan == nil || snap.Plan.Status != PlanPendingApproval) {
-		return nil, invalid("status", "a session waiting for approval must have a plan or a tool use pending")
 	}
 	s := &AgentSession{
 		id: snap.ID, ownerID: snap.OwnerID, templateID: clonePtr(snap.TemplateID), chainID: clonePtr(snap.ChainID),
@@ -142,4 +111,49 @@ func UnmarshalAgentSessionFromDatabase(snap AgentSessionSnapshot) (*AgentSession
 		s.question = &q
 	}
 	return s, nil
+}
+
+// checkSnapshot reports the first part of snap that the model cannot
+// produce.
+func checkSnapshot(snap AgentSessionSnapshot) error {
+	if err := requireID("id", snap.ID); err != nil {
+		return err
+	}
+	if err := requireID("ownerId", snap.OwnerID); err != nil {
+		return err
+	}
+	if !snap.Status.IsValid() {
+		return invalid("status", "unknown session status %q", snap.Status)
+	}
+	if !snap.ExecutionMode.IsValid() {
+		return invalid("executionMode", "unknown execution mode %q", snap.ExecutionMode)
+	}
+	if snap.Objective == "" || snap.Name == "" || snap.ModelID == "" || snap.WorkingDirectory == "" {
+		return invalid("session", "objective, name, model and working directory must be set")
+	}
+	if err := snap.Budget.Validate(); err != nil {
+		return err
+	}
+	if err := snap.ToolApproval.Validate(); err != nil {
+		return err
+	}
+	if err := snap.Timeouts.Validate(); err != nil {
+		return err
+	}
+	if snap.RetryCount < 0 || snap.RetryCount > MaxRetries {
+		return invalid("retryCount", "must be between 0 and %d", MaxRetries)
+	}
+	return checkSnapshotWaiting(snap)
+}
+
+// checkSnapshotWaiting reports a waiting status without what it waits for.
+func checkSnapshotWaiting(snap AgentSessionSnapshot) error {
+	if snap.Status == StatusWaitingForInput && snap.PendingQuestion == nil {
+		return invalid("pendingQuestion", "a session waiting for input must have a question")
+	}
+	if snap.Status == StatusWaitingForApproval && snap.PendingPermission == nil &&
+		(snap.Plan == nil || snap.Plan.Status != PlanPendingApproval) {
+		return invalid("status", "a session waiting for approval must have a plan or a tool use pending")
+	}
+	return nil
 }

@@ -124,19 +124,33 @@ func except(set []SessionStatus, drop ...SessionStatus) []SessionStatus {
 	return out
 }
 
+// move adds the transitions of op from each status of from to to.
+func move(op Operation, from []SessionStatus, to SessionStatus, c Case) {
+	for _, f := range from {
+		sessionTransitions = append(sessionTransitions, Transition{Op: op, From: f, To: to, Case: c})
+	}
+}
+
+// stay records an operation that does not change the status.
+func stay(op Operation, from []SessionStatus, c Case) {
+	for _, f := range from {
+		sessionTransitions = append(sessionTransitions, Transition{Op: op, From: f, To: f, Case: c})
+	}
+}
+
+func one(s ...SessionStatus) []SessionStatus { return s }
+
 func init() {
-	move := func(op Operation, from []SessionStatus, to SessionStatus, c Case) {
-		for _, f := range from {
-			sessionTransitions = append(sessionTransitions, Transition{Op: op, From: f, To: to, Case: c})
-		}
-	}
-	// stay records an operation that does not change the status.
-	stay := func(op Operation, from []SessionStatus, c Case) {
-		for _, f := range from {
-			sessionTransitions = append(sessionTransitions, Transition{Op: op, From: f, To: f, Case: c})
-		}
-	}
-	one := func(s ...SessionStatus) []SessionStatus { return s }
+	startTransitions()
+	// The two-phase lifecycle pairs.
+	controlTransitions(move)
+	waitTransitions()
+	endTransitions()
+	indexTransitions()
+}
+
+// startTransitions are the moves of a session's start and turns.
+func startTransitions() {
 	live := PoolSlotStatuses()
 
 	// Start and turns.
@@ -148,10 +162,12 @@ func init() {
 	move(OpRecordTurnCompleted, one(StatusRunning), StatusIdle, CaseNone)
 	// The agent's own log: its key is worth nothing once its sidecar is gone.
 	stay(OpRecordLogChunk, live, CaseNone)
+}
 
-	// The two-phase lifecycle pairs.
-	controlTransitions(move)
-
+// waitTransitions are the moves of the context window, of what the agent
+// waits for (questions, plans, tool permissions), of their timeouts, and
+// of skills and configuration reloads.
+func waitTransitions() {
 	// Context window.
 	move(OpRecordContextExhausted, one(StatusRunning), StatusContextExhausted, CaseNone)
 	move(OpRecordVoluntaryHandoff, one(StatusRunning), StatusContextExhausted, CaseNone)
@@ -189,8 +205,12 @@ func init() {
 	stay(OpEnableSkill, one(StatusIdle, StatusInterrupted), CaseNone)
 	stay(OpDisableSkill, one(StatusIdle, StatusInterrupted), CaseNone)
 	stay(OpRequestReload, one(StatusIdle, StatusInterrupted), CaseNone)
-	stay(OpConfirmReloaded, live, CaseNone)
+	stay(OpConfirmReloaded, PoolSlotStatuses(), CaseNone)
+}
 
+// endTransitions are the moves of review, closure, failure and retry, and
+// what is recorded in many statuses: spend and the transcript.
+func endTransitions() {
 	// Review, closure, failure, retry.
 	move(OpApproveOutput, one(StatusIdle), StatusCompleted, CaseNone)
 	move(OpRejectOutput, one(StatusIdle), StatusFailed, CaseNone)
@@ -220,7 +240,10 @@ func init() {
 	stay(OpCompleteSubAgent, afterStartStatuses, CaseNone)
 	stay(OpFailSubAgent, afterStartStatuses, CaseNone)
 	stay(OpRecordAPITaskCreated, one(StatusRunning), CaseNone)
+}
 
+// indexTransitions indexes the table, refusing a transition listed twice.
+func indexTransitions() {
 	for _, t := range sessionTransitions {
 		k := transitionKey{t.Op, t.From, t.Case}
 		if _, dup := transitionIndex[k]; dup {

@@ -197,6 +197,13 @@ func (t *AgentTemplate) apply(u TemplateUpdate) error {
 	if u.SystemPrompt != nil {
 		t.systemPrompt = *u.SystemPrompt
 	}
+	return t.applyDefaults(u)
+}
+
+// applyDefaults validates and sets the tools, limits and policies of u,
+// which the template's sessions start with.
+func (t *AgentTemplate) applyDefaults(u TemplateUpdate) error {
+	var err error
 	if u.AllowedTools != nil {
 		if t.allowedTools, err = validateAllowedTools(*u.AllowedTools); err != nil {
 			return err

@@ -62,53 +62,28 @@ type peer struct {
 
 func (c *coordinator) owner() string { return c.r.cfg.Name + "/" + c.hb.incarnation() }
 
+// run keeps the views of both buckets up to date from their watchers and
+// reconciles the leases after every change and tick, until ctx ends; then
+// it stops the pump and hands the held sessions back.
 func (c *coordinator) run(ctx context.Context, stopPump context.CancelFunc) error {
 	c.recs = map[string]*recView{}
 	c.peers = map[string]*peer{}
 	c.orphaned = map[string]time.Time{}
 	c.releasing = map[string]chan struct{}{}
-	ttl := c.r.cfg.LeaseTTL
-	tick := min(ttl/4, time.Second)
-	ticker := time.NewTicker(tick)
+	ticker := time.NewTicker(min(c.r.cfg.LeaseTTL/4, time.Second))
 	defer ticker.Stop()
 	status := c.r.js.Conn().StatusChanged(nats.CONNECTED)
 	defer c.r.js.Conn().RemoveStatusListener(status)
-
-	var sw, mw jetstream.KeyWatcher
-	stopWatch := func() {
-		if sw != nil {
-			_ = sw.Stop()
-		}
-		if mw != nil {
-			_ = mw.Stop()
-		}
-		sw, mw = nil, nil
-	}
-	defer stopWatch()
-	startWatch := func() error {
-		stopWatch()
-		var err error
-		if sw, err = c.sessions.WatchAll(ctx); err != nil {
-			return err
-		}
-		if mw, err = c.members.WatchAll(ctx); err != nil {
-			return err
-		}
-		// The watchers replay every key: rebuild the views from them.
-		c.recs = map[string]*recView{}
-		c.sessionsOK = false
-		c.peersInit = false
-		return nil
-	}
-
+	w := &watches{}
+	defer w.stop()
 	for failures := 0; ; {
-		if sw == nil {
-			if err := startWatch(); err != nil {
+		if w.sessions == nil {
+			if err := c.watch(ctx, w); err != nil {
 				if ctx.Err() != nil {
 					break
 				}
 				c.r.log.Warn("watching the relay buckets failed, retrying", "err", err)
-				stopWatch()
+				w.stop()
 				failures++
 				if !sleep(ctx, backoff(failures)) {
 					break
@@ -117,44 +92,8 @@ func (c *coordinator) run(ctx context.Context, stopPump context.CancelFunc) erro
 			}
 			failures = 0
 		}
-		var swc, mwc <-chan jetstream.KeyValueEntry
-		if sw != nil {
-			swc, mwc = sw.Updates(), mw.Updates()
-		}
-		select {
-		case <-ctx.Done():
-		case e, ok := <-swc:
-			if !ok {
-				stopWatch()
-				continue
-			}
-			c.applySession(e)
-			for more := true; more; {
-				select {
-				case e, ok := <-swc:
-					if !ok {
-						more = false
-						break
-					}
-					c.applySession(e)
-				default:
-					more = false
-				}
-			}
-		case e, ok := <-mwc:
-			if !ok {
-				stopWatch()
-				continue
-			}
-			c.applyMember(e)
-		case <-status:
-			// After a reconnect the watchers may have missed updates or lost
-			// their consumers with a restarted server: start them again.
-			stopWatch()
+		if !c.await(ctx, w, status, ticker.C) {
 			continue
-		case <-c.hb.lost:
-			c.dropAll()
-		case <-ticker.C:
 		}
 		if ctx.Err() != nil {
 			break
@@ -168,6 +107,95 @@ func (c *coordinator) run(ctx context.Context, stopPump context.CancelFunc) erro
 	stopPump()
 	c.leave()
 	return nil
+}
+
+// watches are the coordinator's watchers of the sessions and members
+// buckets; both are nil while not watching.
+type watches struct {
+	sessions, members jetstream.KeyWatcher
+}
+
+func (w *watches) stop() {
+	if w.sessions != nil {
+		_ = w.sessions.Stop()
+	}
+	if w.members != nil {
+		_ = w.members.Stop()
+	}
+	w.sessions, w.members = nil, nil
+}
+
+// updates returns the channels of both watchers, nil while not watching.
+func (w *watches) updates() (sessions, members <-chan jetstream.KeyValueEntry) {
+	if w.sessions == nil {
+		return nil, nil
+	}
+	return w.sessions.Updates(), w.members.Updates()
+}
+
+// watch starts watching both buckets, stopping the watchers w had first.
+func (c *coordinator) watch(ctx context.Context, w *watches) error {
+	w.stop()
+	var err error
+	if w.sessions, err = c.sessions.WatchAll(ctx); err != nil {
+		return err
+	}
+	if w.members, err = c.members.WatchAll(ctx); err != nil {
+		return err
+	}
+	// The watchers replay every key: rebuild the views from them.
+	c.recs = map[string]*recView{}
+	c.sessionsOK = false
+	c.peersInit = false
+	return nil
+}
+
+// await waits for something to act on (an update of either bucket, a
+// reconnect, the heartbeat lost, the tick, ctx ending) and applies it. It
+// reports false when the watchers stopped and must be started again.
+func (c *coordinator) await(ctx context.Context, w *watches, status <-chan nats.Status, tick <-chan time.Time) bool {
+	swc, mwc := w.updates()
+	select {
+	case <-ctx.Done():
+	case e, ok := <-swc:
+		if !ok {
+			w.stop()
+			return false
+		}
+		c.applySession(e)
+		c.applyPending(swc)
+	case e, ok := <-mwc:
+		if !ok {
+			w.stop()
+			return false
+		}
+		c.applyMember(e)
+	case <-status:
+		// After a reconnect the watchers may have missed updates or lost
+		// their consumers with a restarted server: start them again.
+		w.stop()
+		return false
+	case <-c.hb.lost:
+		c.dropAll()
+	case <-tick:
+	}
+	return true
+}
+
+// applyPending applies the session updates already waiting, so that one
+// reconcile serves them all.
+func (c *coordinator) applyPending(updates <-chan jetstream.KeyValueEntry) {
+	for {
+		select {
+		case e, ok := <-updates:
+			if !ok {
+				return
+			}
+			c.applySession(e)
+		default:
+			return
+		}
+	}
 }
 
 func (c *coordinator) applySession(e jetstream.KeyValueEntry) {
@@ -213,92 +241,32 @@ func (c *coordinator) applyMember(e jetstream.KeyValueEntry) {
 	p.seen = now
 }
 
+// leasePass is what one reconcile decides by, read once at its start.
+type leasePass struct {
+	now time.Time
+	// me is the Owner of this relay's leases. It is read once: the
+	// heartbeat may change the incarnation meanwhile.
+	me         string
+	candidates []string            // the relays sessions are shared among
+	held       map[string]*control // the sessions the pump was asked to relay
+}
+
 // reconcile takes, keeps, hands over and gives up leases.
 func (c *coordinator) reconcile(ctx context.Context) {
 	now := time.Now()
-	ttl := c.r.cfg.LeaseTTL
-	me := c.owner()
+	pass := &leasePass{now: now, me: c.owner()}
 	c.deadCache = map[string]bool{}
-	candidates := c.candidates(now)
-
-	for id, ch := range c.releasing {
-		select {
-		case <-ch:
-			c.finishRelease(ctx, id)
-		default:
-		}
-	}
-
-	c.r.mu.Lock()
-	held := make(map[string]*control, len(c.r.want))
-	for id, ctl := range c.r.want {
-		held[id] = ctl
-	}
-	c.r.mu.Unlock()
+	pass.candidates = c.candidates(now)
+	c.finishReleases(ctx)
+	pass.held = c.heldControls()
 
 	var claims []claimJob
 	for id, v := range c.recs {
 		if _, busy := c.releasing[id]; busy {
 			continue
 		}
-		rec := v.rec
-		desired := rendezvous(id, candidates)
-		ctl := held[id]
-		switch {
-		case rec.Owner == me:
-			delete(c.orphaned, id)
-			if ctl == nil {
-				c.hold(id, rec.State == StateDraining)
-				continue
-			}
-			c.r.mu.Lock()
-			if draining := rec.State == StateDraining; ctl.draining != draining {
-				ctl.draining = draining
-				c.r.wantGen.Add(1)
-			}
-			drained := ctl.drained
-			c.r.mu.Unlock()
-			switch {
-			case ctl.draining && drained:
-				c.finish(ctx, id, v)
-			case !ctl.draining && desired != c.r.cfg.Name && c.stable(desired, now):
-				c.release(id)
-			}
-		case rec.Owner == "":
-			if ctl != nil {
-				c.drop(id)
-			}
-			since, ok := c.orphaned[id]
-			if !ok {
-				since = now
-				c.orphaned[id] = now
-			}
-			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
-				claims = append(claims, claimJob{id: id, v: v})
-			}
-		default:
-			if ctl != nil {
-				c.r.log.Warn("lease lost", "session_id", id, "holder", rec.Owner)
-				c.drop(id)
-			}
-			name, inc, _ := strings.Cut(rec.Owner, "/")
-			if name == c.r.cfg.Name {
-				// An earlier run of this relay held it.
-				claims = append(claims, claimJob{id: id, v: v})
-				continue
-			}
-			if !c.dead(ctx, name, inc, now) {
-				delete(c.orphaned, id)
-				continue
-			}
-			since, ok := c.orphaned[id]
-			if !ok {
-				since = now
-				c.orphaned[id] = now
-			}
-			if desired == c.r.cfg.Name || now.Sub(since) > 2*ttl {
-				claims = append(claims, claimJob{id: id, v: v})
-			}
+		if c.reconcileRecord(ctx, pass, id, v) {
+			claims = append(claims, claimJob{id: id, v: v})
 		}
 	}
 	c.claimAll(ctx, claims)
@@ -306,6 +274,115 @@ func (c *coordinator) reconcile(ctx context.Context) {
 		c.held = false
 		c.r.wakeUp()
 	}
+	c.dropUnlisted(pass.held)
+	for id := range c.orphaned {
+		if _, ok := c.recs[id]; !ok {
+			delete(c.orphaned, id)
+		}
+	}
+}
+
+// finishReleases clears the leases of the sessions the pump has stopped
+// relaying since they were released.
+func (c *coordinator) finishReleases(ctx context.Context) {
+	for id, ch := range c.releasing {
+		select {
+		case <-ch:
+			c.finishRelease(ctx, id)
+		default:
+		}
+	}
+}
+
+// heldControls returns a copy of the sessions the pump was asked to relay.
+func (c *coordinator) heldControls() map[string]*control {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	held := make(map[string]*control, len(c.r.want))
+	for id, ctl := range c.r.want {
+		held[id] = ctl
+	}
+	return held
+}
+
+// reconcileRecord acts on the record v of session id, by who holds its
+// lease, and reports whether to claim the lease.
+func (c *coordinator) reconcileRecord(ctx context.Context, pass *leasePass, id string, v *recView) bool {
+	desired := rendezvous(id, pass.candidates)
+	ctl := pass.held[id]
+	switch owner := v.rec.Owner; {
+	case owner == pass.me:
+		delete(c.orphaned, id)
+		c.keep(ctx, id, v, ctl, desired, pass.now)
+		return false
+	case owner == "":
+		if ctl != nil {
+			c.drop(id)
+		}
+		return c.orphanDue(id, desired, pass.now)
+	default:
+		return c.heldElsewhere(ctx, id, owner, ctl, desired, pass.now)
+	}
+}
+
+// keep acts on a session whose lease this relay holds: the pump relays
+// it, following its draining state; once drained it ends, and when it
+// belongs to another relay that is steadily alive it is handed over.
+func (c *coordinator) keep(ctx context.Context, id string, v *recView, ctl *control, desired string, now time.Time) {
+	if ctl == nil {
+		c.hold(id, v.rec.State == StateDraining)
+		return
+	}
+	c.r.mu.Lock()
+	if draining := v.rec.State == StateDraining; ctl.draining != draining {
+		ctl.draining = draining
+		c.r.wantGen.Add(1)
+	}
+	drained := ctl.drained
+	c.r.mu.Unlock()
+	switch {
+	case ctl.draining && drained:
+		c.finish(ctx, id, v)
+	case !ctl.draining && desired != c.r.cfg.Name && c.stable(desired, now):
+		c.release(id)
+	}
+}
+
+// heldElsewhere acts on a session whose lease names another holder: the
+// pump stops relaying it, and it is claimed when an earlier run of this
+// relay held it, or when its holder is dead and the orphan is due.
+func (c *coordinator) heldElsewhere(ctx context.Context, id, owner string, ctl *control, desired string, now time.Time) bool {
+	if ctl != nil {
+		c.r.log.Warn("lease lost", "session_id", id, "holder", owner)
+		c.drop(id)
+	}
+	name, inc, _ := strings.Cut(owner, "/")
+	if name == c.r.cfg.Name {
+		// An earlier run of this relay held it.
+		return true
+	}
+	if !c.dead(ctx, name, inc, now) {
+		delete(c.orphaned, id)
+		return false
+	}
+	return c.orphanDue(id, desired, now)
+}
+
+// orphanDue notes since when session id has had no live holder and reports
+// whether to claim it now: at once when it belongs to this relay, else
+// once the relay it belongs to had two lease periods to take it.
+func (c *coordinator) orphanDue(id, desired string, now time.Time) bool {
+	since, ok := c.orphaned[id]
+	if !ok {
+		since = now
+		c.orphaned[id] = now
+	}
+	return desired == c.r.cfg.Name || now.Sub(since) > 2*c.r.cfg.LeaseTTL
+}
+
+// dropUnlisted stops relaying the sessions of held whose record is gone,
+// but those being released and those the pump was asked to stop already.
+func (c *coordinator) dropUnlisted(held map[string]*control) {
 	for id := range held {
 		_, listed := c.recs[id]
 		_, busy := c.releasing[id]
@@ -315,11 +392,6 @@ func (c *coordinator) reconcile(ctx context.Context) {
 		if !listed && !busy && still {
 			c.r.log.Info("session no longer listed, stopping", "session_id", id)
 			c.drop(id)
-		}
-	}
-	for id := range c.orphaned {
-		if _, ok := c.recs[id]; !ok {
-			delete(c.orphaned, id)
 		}
 	}
 }

@@ -269,9 +269,9 @@ type batch struct {
 // session without notifications) and publishes what it read.
 func (p *pump) round(ctx context.Context) error {
 	cfg := p.r.cfg
-	var list []*session
 	block := time.Duration(-1)
 	notified := p.r.notifying.Load()
+	var list []*session
 	if notified {
 		list = p.pick(time.Now())
 		if len(list) == 0 {
@@ -279,34 +279,61 @@ func (p *pump) round(ctx context.Context) error {
 			return nil
 		}
 	} else {
-		// Every stream is read: the marks are not needed.
-		p.r.takeDirty()
-		live := true
-		list = p.ready[:0]
-		for _, s := range p.order {
-			live = live && (!s.synced || s.cursor == ">")
-			if s.synced {
-				list = append(list, s)
-			}
-		}
-		p.ready = list
+		list, block = p.sweep()
 		if len(list) == 0 {
 			p.wait(ctx, cfg.Block)
 			return nil
-		}
-		if live && p.idle {
-			block = cfg.Block
 		}
 	}
 	for _, s := range list {
 		s.live = s.cursor == ">"
 		s.read = 0
 	}
-	round := list
 	b := &batch{acks: map[*session][]string{}}
-	// COUNT applies to each stream: reading all sessions at once with at
-	// most MaxBatch entries in all (one per session when there are more)
-	// bounds the memory a round takes.
+	if err := p.readRound(ctx, list, block, notified, b); err != nil {
+		return err
+	}
+	if err := p.ack(ctx, b.acks); err != nil {
+		return err
+	}
+	if err := p.publishRound(ctx, b); err != nil {
+		return err
+	}
+	p.settle(list)
+	return nil
+}
+
+// sweep returns every synced session, to be read without notifications,
+// and how long their read may block: only when every stream reads new
+// entries and the last round found none may it wait for more.
+func (p *pump) sweep() ([]*session, time.Duration) {
+	// Every stream is read: the marks are not needed.
+	p.r.takeDirty()
+	live := true
+	list := p.ready[:0]
+	for _, s := range p.order {
+		live = live && (!s.synced || s.cursor == ">")
+		if s.synced {
+			list = append(list, s)
+		}
+	}
+	p.ready = list
+	if live && p.idle {
+		return list, p.r.cfg.Block
+	}
+	return list, -1
+}
+
+// readRound reads the entries of list into b, blocking the first read for
+// block (not at all when negative).
+//
+// COUNT applies to each stream: reading all sessions at once with at most
+// MaxBatch entries in all (one per session when there are more) bounds the
+// memory a round takes. Sessions that filled their count may hold more:
+// they are read again while the batch has room, so that a few busy
+// sessions among many idle ones still make full batches.
+func (p *pump) readRound(ctx context.Context, list []*session, block time.Duration, notified bool, b *batch) error {
+	cfg := p.r.cfg
 	count := min(max(cfg.MaxBatch/len(list), 1), cfg.ReadCount)
 	for reads := 1; ; reads++ {
 		res, err := p.read(ctx, list, count, block)
@@ -314,9 +341,6 @@ func (p *pump) round(ctx context.Context) error {
 			return err
 		}
 		full := p.take(res, list, count, b)
-		// Sessions that filled their count may hold more: read them again
-		// while the batch has room, so that a few busy sessions among many
-		// idle ones still make full batches.
 		room := cfg.MaxBatch - len(b.msgs)
 		if len(full) == 0 || room < max(cfg.MaxBatch/4, len(full)) || reads == 4 {
 			if notified {
@@ -325,17 +349,19 @@ func (p *pump) round(ctx context.Context) error {
 					p.enqueue(s)
 				}
 			}
-			break
+			return nil
 		}
 		list, block = full, -1
 		count = min(room/len(full), cfg.ReadCount)
 	}
-	if err := p.ack(ctx, b.acks); err != nil {
-		return err
-	}
+}
 
-	for start := 0; start < len(b.msgs); start += cfg.MaxBatch {
-		end := min(start+cfg.MaxBatch, len(b.msgs))
+// publishRound publishes the messages of b in batches of at most MaxBatch,
+// acknowledging each batch's entries once JetStream stored it.
+func (p *pump) publishRound(ctx context.Context, b *batch) error {
+	maxBatch := p.r.cfg.MaxBatch
+	for start := 0; start < len(b.msgs); start += maxBatch {
+		end := min(start+maxBatch, len(b.msgs))
 		if !p.r.leaseValid() {
 			return errors.New("lease not renewed in time, pausing")
 		}
@@ -358,7 +384,13 @@ func (p *pump) round(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
 
+// settle records what the round read of each of its sessions: when one
+// last read entries, whether a draining one is drained, and whether the
+// pump is idle.
+func (p *pump) settle(round []*session) {
 	now := time.Now()
 	total := 0
 	p.r.mu.Lock()
@@ -368,11 +400,10 @@ func (p *pump) round(ctx context.Context) error {
 			s.lastRead = now
 		}
 		// Drained: nothing pending, nothing new for a while.
-		s.ctl.drained = s.draining && s.live && s.read == 0 && now.Sub(s.lastRead) >= cfg.DrainQuiet
+		s.ctl.drained = s.draining && s.live && s.read == 0 && now.Sub(s.lastRead) >= p.r.cfg.DrainQuiet
 	}
 	p.r.mu.Unlock()
 	p.idle = total == 0
-	return nil
 }
 
 // pick returns the sessions to read this round, with notifications: those

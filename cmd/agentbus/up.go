@@ -43,36 +43,13 @@ type upConfig struct {
 	socketUsers uidUsers
 }
 
+// runUp runs `agentbus up`: the servers it is not pointed at, the HTTP API,
+// the local socket and the workers, in this one process, until ctx ends.
 func runUp(ctx context.Context, args []string) error {
-	var cfg upConfig
-	fs := flag.NewFlagSet("up", flag.ExitOnError)
-	fs.StringVar(&cfg.dataDir, "data-dir", envOr("AGENTBUS_DATA_DIR", ".agentbus"), "where embedded NATS, Postgres and Redis keep their data")
-	fs.StringVar(&cfg.httpAddr, "http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address (API, /healthz, /readyz)")
-	fs.StringVar(&cfg.natsURL, "nats-url", os.Getenv("NATS_URL"), "use this NATS server instead of the embedded one")
-	fs.IntVar(&cfg.natsPort, "nats-port", 4222, "client port of the embedded NATS server (loopback)")
-	fs.IntVar(&cfg.natsHTTP, "nats-monitor-port", 8222, "monitoring port of the embedded NATS server (loopback)")
-	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "use this Postgres instead of a private one")
-	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("REDIS_URL"), "use this Redis instead of a private one")
-	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
-	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
-	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
-	fs.StringVar(&cfg.socket, "socket", os.Getenv("AGENTBUS_SOCKET"), "the local NDJSON socket's file (default <data-dir>/"+socketFile+"); \"off\" serves none")
-	fs.Var(&cfg.socketUsers, "socket-user-for-uid", "UID=USER: a local socket peer of this uid acts for USER (a user id) without a token; repeatable. Without it, every connection authenticates with a token")
-	without := fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
-	poolMaxArg := poolMaxFlag(fs)
-	sandboxArgs := addSandboxFlags(fs)
-	capacity := fs.String("runner-capacity", os.Getenv("AGENTBUS_RUNNER_CAPACITY"),
-		"how many sidecars the runner of this process runs (default what the machine holds); 0 runs none, leaving them to `agentbus runner`s")
-	_ = fs.Parse(args)
-	skip := map[string]bool{}
-	for _, name := range strings.Split(*without, ",") {
-		if name = strings.TrimSpace(name); name == "" {
-			continue
-		}
-		if _, ok := workers[name]; !ok {
-			return fmt.Errorf("up: --without-workers: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
-		}
-		skip[name] = true
+	cfg, flags := parseUpFlags(args)
+	skip, err := skippedWorkers(*flags.without)
+	if err != nil {
+		return err
 	}
 
 	dataDir, err := filepath.Abs(cfg.dataDir)
@@ -84,14 +61,8 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	in := &infra{DataDir: dataDir, Workspace: cfg.workspace, APIURL: "http://" + cfg.httpAddr}
 	defer in.Close()
-	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+	if err := flags.apply(in, !skip["runtime"]); err != nil {
 		return err
-	}
-	if in.RunnerCapacity, err = runnerCapacity(*capacity); err != nil {
-		return fmt.Errorf("up: --runner-capacity: %w", err)
-	}
-	if in.Sandbox, err = sandboxArgs.settings(!skip["runtime"]); err != nil {
-		return fmt.Errorf("up: %w", err)
 	}
 	if err := startInfra(ctx, in, cfg, dataDir); err != nil {
 		return err
@@ -116,7 +87,89 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	components, err := upComponents(cfg, dataDir, secret, apiServer, in, srv, skip)
+	if err != nil {
+		return err
+	}
+	slog.Info("agentbus is up", "component", "up",
+		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
+	ws, err := in.workspace()
+	if err != nil {
+		return err
+	}
+	upBanner{HTTPAddr: cfg.httpAddr, NATSURL: in.NATSURL, Credentials: filepath.Join(dataDir, credentials.EnvFile),
+		Token: token, UserID: devUserID, DataDir: dataDir, Workspace: string(ws), Runtime: !skip["runtime"]}.write(os.Stderr)
+	return runComponents(ctx, components)
+}
 
+// upFlags are the flags of up read once the data directory is made.
+type upFlags struct {
+	without  *string
+	poolMax  *string
+	sandbox  *sandboxFlags
+	capacity *string
+}
+
+// parseUpFlags reads up's flags, whose defaults come from the environment.
+func parseUpFlags(args []string) (upConfig, upFlags) {
+	var cfg upConfig
+	var f upFlags
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	fs.StringVar(&cfg.dataDir, "data-dir", envOr("AGENTBUS_DATA_DIR", ".agentbus"), "where embedded NATS, Postgres and Redis keep their data")
+	fs.StringVar(&cfg.httpAddr, "http", envOr("AGENTBUS_HTTP", "127.0.0.1:8080"), "HTTP listen address (API, /healthz, /readyz)")
+	fs.StringVar(&cfg.natsURL, "nats-url", os.Getenv("NATS_URL"), "use this NATS server instead of the embedded one")
+	fs.IntVar(&cfg.natsPort, "nats-port", 4222, "client port of the embedded NATS server (loopback)")
+	fs.IntVar(&cfg.natsHTTP, "nats-monitor-port", 8222, "monitoring port of the embedded NATS server (loopback)")
+	fs.StringVar(&cfg.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "use this Postgres instead of a private one")
+	fs.StringVar(&cfg.redisURL, "redis-url", os.Getenv("REDIS_URL"), "use this Redis instead of a private one")
+	fs.IntVar(&cfg.pgPort, "postgres-port", 15432, "port of the private Postgres (loopback)")
+	fs.IntVar(&cfg.redisPort, "redis-port", 16379, "port of the private Redis (loopback)")
+	fs.StringVar(&cfg.workspace, "workspace", os.Getenv("AGENTBUS_WORKSPACE"), "root of the sessions' working directories (default <data-dir>/workspace)")
+	fs.StringVar(&cfg.socket, "socket", os.Getenv("AGENTBUS_SOCKET"), "the local NDJSON socket's file (default <data-dir>/"+socketFile+"); \"off\" serves none")
+	fs.Var(&cfg.socketUsers, "socket-user-for-uid", "UID=USER: a local socket peer of this uid acts for USER (a user id) without a token; repeatable. Without it, every connection authenticates with a token")
+	f.without = fs.String("without-workers", "", "comma-separated workers not to run in this process (run them elsewhere with `agentbus worker <name>`)")
+	f.poolMax = poolMaxFlag(fs)
+	f.sandbox = addSandboxFlags(fs)
+	f.capacity = fs.String("runner-capacity", os.Getenv("AGENTBUS_RUNNER_CAPACITY"),
+		"how many sidecars the runner of this process runs (default what the machine holds); 0 runs none, leaving them to `agentbus runner`s")
+	_ = fs.Parse(args)
+	return cfg, f
+}
+
+// skippedWorkers reads --without-workers: the workers up does not run.
+func skippedWorkers(without string) (map[string]bool, error) {
+	skip := map[string]bool{}
+	for _, name := range strings.Split(without, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := workers[name]; !ok {
+			return nil, fmt.Errorf("up: --without-workers: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
+		}
+		skip[name] = true
+	}
+	return skip, nil
+}
+
+// apply sets the pool size, the runner's capacity and the sandbox of in
+// from the flags; runsRuntime says whether up runs the runtime worker.
+func (f upFlags) apply(in *infra, runsRuntime bool) error {
+	var err error
+	if in.PoolMax, err = poolMax(*f.poolMax); err != nil {
+		return err
+	}
+	if in.RunnerCapacity, err = runnerCapacity(*f.capacity); err != nil {
+		return fmt.Errorf("up: --runner-capacity: %w", err)
+	}
+	if in.Sandbox, err = f.sandbox.settings(runsRuntime); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
+
+// upComponents are what up runs: the HTTP server, the local socket, and
+// every worker but the skipped ones.
+func upComponents(cfg upConfig, dataDir, secret string, apiServer *api.Server, in *infra, srv *http.Server, skip map[string]bool) ([]component, error) {
 	components := []component{
 		{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }},
 	}
@@ -130,7 +183,7 @@ func runUp(ctx context.Context, args []string) error {
 			// a socket's path, another up on it): up runs without it.
 			slog.Warn("no local socket", "component", "up", "err", err)
 		default:
-			return err
+			return nil, err
 		}
 	}
 	// Every worker runs here, as `agentbus worker <name>` would run it alone.
@@ -141,15 +194,7 @@ func runUp(ctx context.Context, args []string) error {
 		w := workers[name]
 		components = append(components, component{"worker " + name, func(ctx context.Context) error { return w.run(ctx, in) }})
 	}
-	slog.Info("agentbus is up", "component", "up",
-		"http", "http://"+cfg.httpAddr, "nats", in.NATSURL, "data_dir", dataDir)
-	ws, err := in.workspace()
-	if err != nil {
-		return err
-	}
-	upBanner{HTTPAddr: cfg.httpAddr, NATSURL: in.NATSURL, Credentials: filepath.Join(dataDir, credentials.EnvFile),
-		Token: token, UserID: devUserID, DataDir: dataDir, Workspace: string(ws), Runtime: !skip["runtime"]}.write(os.Stderr)
-	return runComponents(ctx, components)
+	return components, nil
 }
 
 // startInfra connects to, or starts, NATS, Postgres and Redis, and brings

@@ -59,124 +59,164 @@ func translate(ev protocol.RawEvent) (translation, error) {
 	if c, ok := control.ByAck(ev.Type); ok {
 		return ack(ev, c.Acked, c.Confirm)
 	}
-	switch ev.Type {
-	case protocol.TypeInvalid:
+	if ev.Type == protocol.TypeInvalid {
 		return translation{}, fmt.Errorf("invalid raw event: %s", ev.Error)
-	case protocol.EventSessionStarted:
-		d, err := decode[protocol.SessionStarted](ev)
-		return translation{activity: item(domain.ActivityStatusChange, "Sidecar started ("+d.Engine+", "+d.Model+")", string(ev.Data))}, err
-	case protocol.EventAssistantMessage:
-		return assistantMessage(ev)
-	case protocol.EventToolResult:
-		d, err := decode[protocol.ToolResult](ev)
-		a := item(domain.ActivityToolCallEnd, firstLine(d.Content), d.Content)
-		a.SubAgentID = subagent(d.SubagentID)
-		return translation{activity: a, toolUseID: d.ToolUseID}, err
-	case protocol.EventSubagentMessage:
-		d, err := decode[protocol.SubagentMessage](ev)
-		a := item(domain.ActivityMessage, d.Text, d.Text)
-		a.SubAgentID = subagent(d.SubagentID)
-		return translation{activity: a}, err
-	case protocol.EventUsageUpdate:
-		return usageUpdate(ev)
-	case protocol.EventTurnCompleted:
-		d, err := decode[protocol.TurnCompleted](ev)
-		tr := translation{activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data))}
-		switch {
-		case d.Final:
-			// session_end follows at once and records the output; ending the
-			// turn first would leave nothing to record it on.
-		case d.Done:
-			// The agent's work is done and its sidecar stays for follow-ups:
-			// the output is ready now. The engine may have worked on after
-			// its last turn ended, so the session runs again first.
-			tr.commands = []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordAgentOutput, command.OutputData{})}
-		default:
-			tr.commands = []outgoing{sessionCmd(command.RecordTurnCompleted, nil)}
-		}
-		return tr, err
-	case protocol.EventContextNearingLimit:
-		d, err := decode[protocol.ContextNearingLimit](ev)
-		return translation{
-			activity: item(domain.ActivityMetricsUpdate, fmt.Sprintf("Context window %.0f%% full", d.Percent), string(ev.Data)),
-			commands: []outgoing{sessionCmd(command.RecordContextNearingLimit, command.UsageData{UsagePercent: d.Percent})},
-		}, err
-	case protocol.EventContextExhausted:
-		_, err := decode[protocol.ContextExhausted](ev)
-		// The context may fill up in a turn the engine took on its own
-		// after the last one ended (the session Idle): it runs again first.
-		return translation{
-			activity: item(domain.ActivityStatusChange, "Context window exhausted", string(ev.Data)),
-			commands: []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordContextExhausted, nil)},
-		}, err
-	case protocol.EventHandoffDocument:
-		// The document follows context_exhausted; the handler finds the
-		// session's chain or creates it, and the handoff reaction starts
-		// the continuation session.
-		d, err := decode[protocol.HandoffDocument](ev)
-		return translation{
-			activity: item(domain.ActivityHandoffInitiated, "Handoff: "+d.Summary, string(ev.Data)),
-			commands: []outgoing{handoff(d.Summary, d.RemainingWork, d.KeyDecisions)},
-		}, err
-	case protocol.EventVoluntaryHandoff:
-		// A voluntary handoff carries its document: the session stops,
-		// then the document goes the way of a handoff_document.
-		d, err := decode[protocol.VoluntaryHandoff](ev)
-		return translation{
-			activity: item(domain.ActivityHandoffInitiated, "Voluntary handoff: "+d.Reason, string(ev.Data)),
-			commands: []outgoing{
-				sessionCmd(command.RecordVoluntaryHandoff, command.HandoffData{Reason: d.Reason, Summary: d.Summary, RemainingWork: d.RemainingWork}),
-				handoff(d.Summary, d.RemainingWork, d.KeyDecisions),
-			},
-		}, err
-	case protocol.EventPermissionRequest:
-		d, err := decode[protocol.PermissionRequest](ev)
-		a := item(domain.ActivityToolPermission, "Permission requested for "+d.ToolName, string(d.Input))
-		a.ToolName = d.ToolName
-		return translation{activity: a, commands: []outgoing{sessionCmd(command.RequestPermission,
-			command.PermissionRequestData{RequestID: d.RequestID, ToolName: d.ToolName, Input: string(d.Input)})}}, err
-	case protocol.EventSessionEnd:
-		return sessionEnd(ev)
-	case protocol.EventMessageDelivered:
-		d, err := decode[protocol.MessageDelivered](ev)
-		if err != nil {
-			return translation{}, err
-		}
-		id, err := uuid.Parse(d.MessageID)
-		if err != nil {
-			return translation{}, fmt.Errorf("message_delivered: message_id %q: %w", d.MessageID, err)
-		}
-		return translation{
-			activity: item(domain.ActivityMessage, "Message delivered to the agent", string(ev.Data)),
-			// A message delivered to an Idle or Interrupted session starts
-			// its next turn; to a running one it joins the turn, and
-			// Handle leaves BeginTurn out when marking it delivered saw
-			// the session running.
-			commands: []outgoing{
-				{aggregate: domain.AggregateQueue, name: command.MarkDelivered, data: command.MessageData{MessageID: id}},
-				sessionCmd(command.BeginTurn, nil),
-			},
-		}, nil
-	case protocol.EventValidationResult:
-		d, err := decode[protocol.ValidationResult](ev)
-		failed := 0
-		for _, c := range d.Checks {
-			if c.ExitCode != 0 || c.TimedOut {
-				failed++
-			}
-		}
-		summary := fmt.Sprintf("Validation: %d of %d checks failed", failed, len(d.Checks))
-		if failed == 0 {
-			summary = fmt.Sprintf("Validation: all %d checks passed", len(d.Checks))
-		}
-		// The auto-continue reaction reads the result from the raw event
-		// itself: the session changes only through what it decides.
-		return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data))}, err
-	case protocol.EventError:
-		d, err := decode[protocol.ErrorEvent](ev)
-		return translation{activity: item(domain.ActivityUnknownEvent, "Sidecar error: "+d.Message, string(ev.Data))}, err
+	}
+	if tr, ok := translators[ev.Type]; ok {
+		return tr(ev)
 	}
 	return translation{}, fmt.Errorf("%w %q", errUnknownType, ev.Type)
+}
+
+// translators map each raw event type to its translation.
+var translators = map[string]func(protocol.RawEvent) (translation, error){
+	protocol.EventSessionStarted:      sessionStarted,
+	protocol.EventAssistantMessage:    assistantMessage,
+	protocol.EventToolResult:          toolResult,
+	protocol.EventSubagentMessage:     subagentMessage,
+	protocol.EventUsageUpdate:         usageUpdate,
+	protocol.EventTurnCompleted:       turnCompleted,
+	protocol.EventContextNearingLimit: contextNearingLimit,
+	protocol.EventContextExhausted:    contextExhausted,
+	protocol.EventHandoffDocument:     handoffDocument,
+	protocol.EventVoluntaryHandoff:    voluntaryHandoff,
+	protocol.EventPermissionRequest:   permissionRequest,
+	protocol.EventSessionEnd:          sessionEnd,
+	protocol.EventMessageDelivered:    messageDelivered,
+	protocol.EventValidationResult:    validationResult,
+	protocol.EventError:               sidecarError,
+}
+
+func sessionStarted(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.SessionStarted](ev)
+	return translation{activity: item(domain.ActivityStatusChange, "Sidecar started ("+d.Engine+", "+d.Model+")", string(ev.Data))}, err
+}
+
+func toolResult(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.ToolResult](ev)
+	a := item(domain.ActivityToolCallEnd, firstLine(d.Content), d.Content)
+	a.SubAgentID = subagent(d.SubagentID)
+	return translation{activity: a, toolUseID: d.ToolUseID}, err
+}
+
+func subagentMessage(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.SubagentMessage](ev)
+	a := item(domain.ActivityMessage, d.Text, d.Text)
+	a.SubAgentID = subagent(d.SubagentID)
+	return translation{activity: a}, err
+}
+
+func turnCompleted(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.TurnCompleted](ev)
+	tr := translation{activity: item(domain.ActivityStatusChange, fmt.Sprintf("Turn completed in %d ms", d.DurationMS), string(ev.Data))}
+	switch {
+	case d.Final:
+		// session_end follows at once and records the output; ending the
+		// turn first would leave nothing to record it on.
+	case d.Done:
+		// The agent's work is done and its sidecar stays for follow-ups:
+		// the output is ready now. The engine may have worked on after
+		// its last turn ended, so the session runs again first.
+		tr.commands = []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordAgentOutput, command.OutputData{})}
+	default:
+		tr.commands = []outgoing{sessionCmd(command.RecordTurnCompleted, nil)}
+	}
+	return tr, err
+}
+
+func contextNearingLimit(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.ContextNearingLimit](ev)
+	return translation{
+		activity: item(domain.ActivityMetricsUpdate, fmt.Sprintf("Context window %.0f%% full", d.Percent), string(ev.Data)),
+		commands: []outgoing{sessionCmd(command.RecordContextNearingLimit, command.UsageData{UsagePercent: d.Percent})},
+	}, err
+}
+
+func contextExhausted(ev protocol.RawEvent) (translation, error) {
+	_, err := decode[protocol.ContextExhausted](ev)
+	// The context may fill up in a turn the engine took on its own
+	// after the last one ended (the session Idle): it runs again first.
+	return translation{
+		activity: item(domain.ActivityStatusChange, "Context window exhausted", string(ev.Data)),
+		commands: []outgoing{sessionCmd(command.BeginTurn, nil), sessionCmd(command.RecordContextExhausted, nil)},
+	}, err
+}
+
+// handoffDocument follows context_exhausted; the handler finds the
+// session's chain or creates it, and the handoff reaction starts the
+// continuation session.
+func handoffDocument(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.HandoffDocument](ev)
+	return translation{
+		activity: item(domain.ActivityHandoffInitiated, "Handoff: "+d.Summary, string(ev.Data)),
+		commands: []outgoing{handoff(d.Summary, d.RemainingWork, d.KeyDecisions)},
+	}, err
+}
+
+// voluntaryHandoff carries its document: the session stops, then the
+// document goes the way of a handoff_document.
+func voluntaryHandoff(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.VoluntaryHandoff](ev)
+	return translation{
+		activity: item(domain.ActivityHandoffInitiated, "Voluntary handoff: "+d.Reason, string(ev.Data)),
+		commands: []outgoing{
+			sessionCmd(command.RecordVoluntaryHandoff, command.HandoffData{Reason: d.Reason, Summary: d.Summary, RemainingWork: d.RemainingWork}),
+			handoff(d.Summary, d.RemainingWork, d.KeyDecisions),
+		},
+	}, err
+}
+
+func permissionRequest(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.PermissionRequest](ev)
+	a := item(domain.ActivityToolPermission, "Permission requested for "+d.ToolName, string(d.Input))
+	a.ToolName = d.ToolName
+	return translation{activity: a, commands: []outgoing{sessionCmd(command.RequestPermission,
+		command.PermissionRequestData{RequestID: d.RequestID, ToolName: d.ToolName, Input: string(d.Input)})}}, err
+}
+
+func messageDelivered(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.MessageDelivered](ev)
+	if err != nil {
+		return translation{}, err
+	}
+	id, err := uuid.Parse(d.MessageID)
+	if err != nil {
+		return translation{}, fmt.Errorf("message_delivered: message_id %q: %w", d.MessageID, err)
+	}
+	return translation{
+		activity: item(domain.ActivityMessage, "Message delivered to the agent", string(ev.Data)),
+		// A message delivered to an Idle or Interrupted session starts
+		// its next turn; to a running one it joins the turn, and
+		// Handle leaves BeginTurn out when marking it delivered saw
+		// the session running.
+		commands: []outgoing{
+			{aggregate: domain.AggregateQueue, name: command.MarkDelivered, data: command.MessageData{MessageID: id}},
+			sessionCmd(command.BeginTurn, nil),
+		},
+	}, nil
+}
+
+// validationResult only records the result: the auto-continue reaction
+// reads it from the raw event itself, and the session changes only
+// through what it decides.
+func validationResult(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.ValidationResult](ev)
+	failed := 0
+	for _, c := range d.Checks {
+		if c.ExitCode != 0 || c.TimedOut {
+			failed++
+		}
+	}
+	summary := fmt.Sprintf("Validation: %d of %d checks failed", failed, len(d.Checks))
+	if failed == 0 {
+		summary = fmt.Sprintf("Validation: all %d checks passed", len(d.Checks))
+	}
+	return translation{activity: item(domain.ActivityStatusChange, summary, string(ev.Data))}, err
+}
+
+func sidecarError(ev protocol.RawEvent) (translation, error) {
+	d, err := decode[protocol.ErrorEvent](ev)
+	return translation{activity: item(domain.ActivityUnknownEvent, "Sidecar error: "+d.Message, string(ev.Data))}, err
 }
 
 // handoff is InitiateHandoff, addressed like every ACL command to the

@@ -224,34 +224,14 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		if err != nil {
 			return err
 		}
-		result = command.Result{CommandID: cmd.ID}
-		var secret json.RawMessage
-		if ws, ok := state.(WithSecret); ok {
-			if secret, err = json.Marshal(ws.Secret); err != nil {
-				return err
-			}
-			state = ws.State
-		}
-		if state != nil {
-			if result.State, err = json.Marshal(state); err != nil {
-				return err
-			}
+		var recorded json.RawMessage
+		if result, recorded, reply, err = encodeResult(cmd, state); err != nil {
+			return err
 		}
 		// The events, the record of the result and the commit go in one
 		// round trip.
 		last := &pgx.Batch{}
-		recorded, err := json.Marshal(result)
-		if err != nil {
-			return err
-		}
 		postgres.QueueMarkProcessedJSON(last, Consumer, cmd.ID.String(), recorded)
-		reply = recorded
-		if secret != nil {
-			// The secret is shown once, in the reply, and not recorded.
-			if reply, err = json.Marshal(command.Result{CommandID: cmd.ID, State: secret}); err != nil {
-				return err
-			}
-		}
 		postgres.QueueCommit(last)
 		if d.forwarder != nil && len(deferred.Pending()) > 0 {
 			events = &committed{unlock: d.gates.lock(deferred.Pending())}
@@ -290,6 +270,36 @@ func (d *Dispatcher) attempt(ctx context.Context, cmd command.Command, handler H
 		}
 	}
 	return result, reply, events, err
+}
+
+// encodeResult returns the result of cmd for the state its handler
+// returned, the result as recorded, and the reply to send: the recorded
+// result, or, for a state with a secret, the result that shows it once.
+func encodeResult(cmd command.Command, state any) (result command.Result, recorded, reply json.RawMessage, err error) {
+	result = command.Result{CommandID: cmd.ID}
+	var secret json.RawMessage
+	if ws, ok := state.(WithSecret); ok {
+		if secret, err = json.Marshal(ws.Secret); err != nil {
+			return result, nil, nil, err
+		}
+		state = ws.State
+	}
+	if state != nil {
+		if result.State, err = json.Marshal(state); err != nil {
+			return result, nil, nil, err
+		}
+	}
+	if recorded, err = json.Marshal(result); err != nil {
+		return result, nil, nil, err
+	}
+	reply = recorded
+	if secret != nil {
+		// The secret is shown once, in the reply, and not recorded.
+		if reply, err = json.Marshal(command.Result{CommandID: cmd.ID, State: secret}); err != nil {
+			return result, nil, nil, err
+		}
+	}
+	return result, recorded, reply, nil
 }
 
 // gates serialise the publication of the events of one aggregate within

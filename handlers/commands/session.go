@@ -125,6 +125,14 @@ func registerSession(d *Dispatcher, now Clock) {
 		}))
 	}
 	reg(command.StartSession, startSession(now))
+	registerSessionDecisions(reg, now)
+	registerSessionReports(reg, now)
+}
+
+// registerSessionDecisions registers the commands of people and of the
+// control plane's reactions that carry data: review, retry, answers,
+// decisions, skills and budget.
+func registerSessionDecisions(reg func(string, Handler), now Clock) {
 	reg(command.RejectOutput, onSession(now, func(s *domain.AgentSession, in command.ReasonData, at time.Time) error {
 		return s.RejectOutput(in.Reason, at)
 	}))
@@ -152,6 +160,11 @@ func registerSession(d *Dispatcher, now Clock) {
 	reg(command.DenyPermission, onSession(now, func(s *domain.AgentSession, in command.PermissionDecisionData, at time.Time) error {
 		return s.DenyToolPermission(in.RequestID, in.Message, at)
 	}))
+}
+
+// registerSessionReports registers the commands that record what the
+// agent reported through its sidecar.
+func registerSessionReports(reg func(string, Handler), now Clock) {
 	reg(command.RecordAgentOutput, onSession(now, func(s *domain.AgentSession, in command.OutputData, at time.Time) error {
 		return s.RecordOutput(in.Output, at)
 	}))

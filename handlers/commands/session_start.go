@@ -45,26 +45,9 @@ func startSession(now Clock) Handler {
 			// session, or the schedule's or the handoff's.
 			TraceID: tracing.TraceID(ctx),
 		}
-		if f := in.ForkedFrom; f != nil {
-			// A fork reaches only its own owner's sessions.
-			parent, err := sessions.Get(ctx, tx, f.SessionID)
-			if errors.Is(err, postgres.ErrNotFound) || (err == nil && parent.OwnerID() != owner) {
-				return nil, &domain.NotFoundError{Entity: "AgentSession", ID: f.SessionID.String()}
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		if in.ChainID != nil {
-			if err := requireLiveChain(ctx, tx, *in.ChainID, owner); err != nil {
-				return nil, err
-			}
-		}
-		var template *domain.AgentTemplate
-		if in.TemplateID != nil {
-			if template, err = ownedTemplate(ctx, tx, *in.TemplateID, owner); err != nil {
-				return nil, err
-			}
+		template, err := sessionLinks(ctx, tx, in, owner)
+		if err != nil {
+			return nil, err
 		}
 		// Without a cap of its own, a session from a template takes the
 		// template's default budget.
@@ -81,31 +64,63 @@ func startSession(now Clock) Handler {
 		if err != nil {
 			return nil, err
 		}
-		s, err := newSession(p, template, enabled)
-		if err != nil {
-			return nil, err
-		}
-		// Composing now refuses a configuration the sidecar could not run.
-		if _, err := s.ComposeConfig(template, enabled); err != nil {
-			return nil, err
-		}
-		key, err := s.GenerateAPIKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		if err := created(sessions.Add(ctx, tx, s), "AgentSession", s.ID()); err != nil {
-			return nil, err
-		}
-		if in.Consolidates != nil {
-			if err := addConsolidation(ctx, tx, s.ID(), *in.Consolidates, enabled); err != nil {
-				return nil, err
-			}
-		}
-		return WithSecret{
-			State:  command.StartSessionResult{Session: SessionState(s)},
-			Secret: command.StartSessionResult{Session: SessionState(s), APIKey: key},
-		}, nil
+		return addSession(ctx, tx, in, p, template, enabled)
 	}
+}
+
+// sessionLinks checks what a new session is tied to: the session it forks
+// from, its chain and its template, all the owner's; it returns the
+// template, if any.
+func sessionLinks(ctx context.Context, tx pgx.Tx, in command.StartSessionData, owner uuid.UUID) (*domain.AgentTemplate, error) {
+	if f := in.ForkedFrom; f != nil {
+		// A fork reaches only its own owner's sessions.
+		parent, err := sessions.Get(ctx, tx, f.SessionID)
+		if errors.Is(err, postgres.ErrNotFound) || (err == nil && parent.OwnerID() != owner) {
+			return nil, &domain.NotFoundError{Entity: "AgentSession", ID: f.SessionID.String()}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if in.ChainID != nil {
+		if err := requireLiveChain(ctx, tx, *in.ChainID, owner); err != nil {
+			return nil, err
+		}
+	}
+	if in.TemplateID == nil {
+		return nil, nil
+	}
+	return ownedTemplate(ctx, tx, *in.TemplateID, owner)
+}
+
+// addSession creates the session, its API key and, for a consolidation,
+// its record, and returns the state with the key shown once.
+func addSession(ctx context.Context, tx pgx.Tx, in command.StartSessionData, p domain.NewSessionParams,
+	template *domain.AgentTemplate, enabled []*domain.AgentSkill) (any, error) {
+	s, err := newSession(p, template, enabled)
+	if err != nil {
+		return nil, err
+	}
+	// Composing now refuses a configuration the sidecar could not run.
+	if _, err := s.ComposeConfig(template, enabled); err != nil {
+		return nil, err
+	}
+	key, err := s.GenerateAPIKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if err := created(sessions.Add(ctx, tx, s), "AgentSession", s.ID()); err != nil {
+		return nil, err
+	}
+	if in.Consolidates != nil {
+		if err := addConsolidation(ctx, tx, s.ID(), *in.Consolidates, enabled); err != nil {
+			return nil, err
+		}
+	}
+	return WithSecret{
+		State:  command.StartSessionResult{Session: SessionState(s)},
+		Secret: command.StartSessionResult{Session: SessionState(s), APIKey: key},
+	}, nil
 }
 
 // newSession creates the session from its template, or ad hoc; either way

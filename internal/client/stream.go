@@ -74,41 +74,14 @@ func (c *Client) FollowSession(ctx context.Context, id string, f Follow, handle 
 	if idle <= 0 {
 		idle = time.Minute
 	}
-	last := f.LastEventID
+	fl := &follower{last: f.LastEventID, handle: handle}
 	backoff := 100 * time.Millisecond
 	var lostSince time.Time
 	for {
-		opened, err := c.readStream(ctx, sessionPath(id, "stream"), last, f.Since, idle, func(ev Event) error {
-			if ev.ID != "" {
-				last = ev.ID
-			}
-			switch ev.Name {
-			case "ping":
-				return nil
-			case "reconnect":
-				var r struct {
-					LastEventID string `json:"lastEventId"`
-				}
-				if json.Unmarshal(ev.Data, &r) == nil && r.LastEventID != "" {
-					last = r.LastEventID
-				}
-				return errReconnect
-			}
-			return handle(ev)
-		})
-		switch {
-		case errors.Is(err, errStop), ctx.Err() != nil:
-			return nil
-		case err == nil, errors.Is(err, errReconnect):
-			err = io.ErrUnexpectedEOF
-		}
-		var p *Problem
-		if errors.As(err, &p) && p.Status < 500 && p.Status != http.StatusTooManyRequests {
-			return err // the API refuses this stream: trying again changes nothing
-		}
-		var he *handlerError
-		if errors.As(err, &he) {
-			return he.err
+		opened, err := c.readStream(ctx, sessionPath(id, "stream"), fl.last, f.Since, idle, fl.event)
+		over, err := streamEnd(ctx, err)
+		if over {
+			return err
 		}
 		if opened {
 			lostSince, backoff = time.Time{}, 100*time.Millisecond
@@ -119,7 +92,7 @@ func (c *Client) FollowSession(ctx context.Context, id string, f Follow, handle 
 			return fmt.Errorf("the live stream was lost for %s: %w", retryFor.Round(time.Second), err)
 		}
 		if f.Lost != nil {
-			f.Lost(last, err)
+			f.Lost(fl.last, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -128,6 +101,54 @@ func (c *Client) FollowSession(ctx context.Context, id string, f Follow, handle 
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// follower hands a followed stream's events to its handler, and keeps the
+// id of the last one to resume after.
+type follower struct {
+	last   string
+	handle func(Event) error
+}
+
+// event takes one event of the stream: heartbeats are dropped, and the
+// server's reconnect request ends the connection.
+func (fl *follower) event(ev Event) error {
+	if ev.ID != "" {
+		fl.last = ev.ID
+	}
+	switch ev.Name {
+	case "ping":
+		return nil
+	case "reconnect":
+		var r struct {
+			LastEventID string `json:"lastEventId"`
+		}
+		if json.Unmarshal(ev.Data, &r) == nil && r.LastEventID != "" {
+			fl.last = r.LastEventID
+		}
+		return errReconnect
+	}
+	return fl.handle(ev)
+}
+
+// streamEnd tells a stream that is over for good, with what FollowSession
+// returns, from a stream that was lost, with why.
+func streamEnd(ctx context.Context, err error) (over bool, result error) {
+	switch {
+	case errors.Is(err, errStop), ctx.Err() != nil:
+		return true, nil
+	case err == nil, errors.Is(err, errReconnect):
+		return false, io.ErrUnexpectedEOF
+	}
+	var p *Problem
+	if errors.As(err, &p) && p.Status < 500 && p.Status != http.StatusTooManyRequests {
+		return true, err // the API refuses this stream: trying again changes nothing
+	}
+	var he *handlerError
+	if errors.As(err, &he) {
+		return true, he.err
+	}
+	return false, err
 }
 
 var errReconnect = errors.New("the server asked to reconnect")

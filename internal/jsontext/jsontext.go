@@ -76,44 +76,12 @@ type frame struct {
 // not JSON; the caller's decoder reports that in its own words.
 func Check(data []byte) (*Problem, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	var stack []frame
-	path := func(leaf string) string {
-		var b strings.Builder
-		for _, f := range stack {
-			if f.object {
-				if f.wantKey {
-					continue // between members: no key yet
-				}
-				if b.Len() > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(f.key)
-			} else {
-				b.WriteString("[" + strconv.Itoa(f.index) + "]")
-			}
-		}
-		if leaf != "" {
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(leaf)
-		}
-		return b.String()
-	}
-	valueDone := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				stack[n-1].wantKey = true
-			} else {
-				stack[n-1].index++
-			}
-		}
-	}
+	var w walker
 	for {
 		start := dec.InputOffset()
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
-			if len(stack) > 0 {
+			if len(w.stack) > 0 {
 				return nil, io.ErrUnexpectedEOF
 			}
 			return nil, nil
@@ -126,36 +94,97 @@ func Check(data []byte) (*Problem, error) {
 		raw := data[start:dec.InputOffset()]
 		switch v := tok.(type) {
 		case json.Delim:
-			switch v {
-			case '{':
-				stack = append(stack, frame{object: true, wantKey: true})
-			case '[':
-				stack = append(stack, frame{})
-			default:
-				stack = stack[:len(stack)-1]
-				valueDone()
-			}
+			w.delim(v)
 		case string:
-			reason := ReasonNUL
-			if strings.IndexByte(v, 0) < 0 {
-				reason = ""
-				if !utf8.Valid(raw) {
-					reason = ReasonNotUTF8
-				}
+			if p := w.str(v, raw); p != nil {
+				return p, nil
 			}
-			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-				if reason != "" {
-					return &Problem{Path: path(Clean(v)), Reason: "a key " + reason}, nil
-				}
-				stack[n-1].key, stack[n-1].wantKey = v, false
-				continue
-			}
-			if reason != "" {
-				return &Problem{Path: path(""), Reason: reason}, nil
-			}
-			valueDone()
 		default:
-			valueDone()
+			w.valueDone()
 		}
 	}
+}
+
+// walker follows where Check is in the document.
+type walker struct {
+	stack []frame
+}
+
+// path is the path of the current position, with leaf appended.
+func (w *walker) path(leaf string) string {
+	var b strings.Builder
+	for _, f := range w.stack {
+		if f.object {
+			if f.wantKey {
+				continue // between members: no key yet
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		} else {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+		}
+	}
+	if leaf != "" {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(leaf)
+	}
+	return b.String()
+}
+
+// valueDone moves past a value: to the next key or index.
+func (w *walker) valueDone() {
+	if n := len(w.stack); n > 0 {
+		if w.stack[n-1].object {
+			w.stack[n-1].wantKey = true
+		} else {
+			w.stack[n-1].index++
+		}
+	}
+}
+
+// delim opens or closes an object or an array.
+func (w *walker) delim(v json.Delim) {
+	switch v {
+	case '{':
+		w.stack = append(w.stack, frame{object: true, wantKey: true})
+	case '[':
+		w.stack = append(w.stack, frame{})
+	default:
+		w.stack = w.stack[:len(w.stack)-1]
+		w.valueDone()
+	}
+}
+
+// str takes a string, a key or a value, and returns its problem if it has
+// one.
+func (w *walker) str(v string, raw []byte) *Problem {
+	reason := stringReason(v, raw)
+	if n := len(w.stack); n > 0 && w.stack[n-1].object && w.stack[n-1].wantKey {
+		if reason != "" {
+			return &Problem{Path: w.path(Clean(v)), Reason: "a key " + reason}
+		}
+		w.stack[n-1].key, w.stack[n-1].wantKey = v, false
+		return nil
+	}
+	if reason != "" {
+		return &Problem{Path: w.path(""), Reason: reason}
+	}
+	w.valueDone()
+	return nil
+}
+
+// stringReason is what is wrong with the string v, read from raw: a NUL,
+// bytes that are not UTF-8, or nothing.
+func stringReason(v string, raw []byte) string {
+	if strings.IndexByte(v, 0) >= 0 {
+		return ReasonNUL
+	}
+	if !utf8.Valid(raw) {
+		return ReasonNotUTF8
+	}
+	return ""
 }
