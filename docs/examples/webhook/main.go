@@ -2,7 +2,7 @@
 // touching the rest: it POSTs a JSON notification to a URL whenever a
 // session fails. Run it beside agentbus:
 //
-//	NATS_URL=nats://127.0.0.1:4222 WEBHOOK_URL=https://example.com/hook go run ./examples/webhook
+//	NATS_URL=nats://127.0.0.1:4222 WEBHOOK_URL=https://example.com/hook go run ./docs/examples/webhook
 package main
 
 import (
