@@ -16,8 +16,8 @@ import (
 	wsdoor "github.com/agentbus/agentbus/doors/ws"
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
-	"github.com/agentbus/agentbus/queries"
-	"github.com/agentbus/agentbus/runners"
+	"github.com/agentbus/agentbus/postgres/queries"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // newAPI builds the HTTP API on in's connections: commands go to the

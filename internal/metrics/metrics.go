@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbus/agentbus/command"
-	"github.com/agentbus/agentbus/runners"
 	"github.com/agentbus/agentbus/sidecar/launcher"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // scrapeTimeout bounds the reads a scrape makes of NATS, Redis and Postgres.
