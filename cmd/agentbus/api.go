@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentbus/agentbus/api"
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/doors"
@@ -15,6 +17,7 @@ import (
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/postgres/queries"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // newAPI builds the HTTP API on in's connections: commands go to the
@@ -54,6 +57,9 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 	}
 	places, err := runnerPlaces(ctx, js)
 	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(&runners.Collector{Store: places}); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
 	srv, err := api.New(withTraceURL(withMCPPolicy(withJWTClaims(api.Config{JWTSecret: jwtSecret, Workspace: ws}))), api.Deps{

@@ -29,7 +29,7 @@ var commands = map[string]command{
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
 	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},
 	"runner":  {"run the sandboxed sidecars placed on this host: runner --name N --capacity C [--data-dir D]", runRunner},
-	"runners": {"list the runners: name, capacity, sessions, lease age, draining (--json)", runRunners},
+	"runners": {"list the runners: name, capacity, sessions, lease age, draining (--json); runners drain NAME drains one", runRunners},
 	"sidecar": {"run one agent session's sidecar", runSidecar},
 	"socket":  {"serve the local NDJSON socket for a running deployment (AGENTBUS_API, AGENTBUS_TOKEN)", runSocket},
 	"token":   {"print a development bearer token: token --user <id>", runToken},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/internal/credentials"
 	"github.com/agentbus/agentbus/sidecar/engine/claude"
@@ -71,6 +70,21 @@ func leaseTTL() (time.Duration, error) {
 		return 0, fmt.Errorf("AGENTBUS_RUNNER_LEASE_TTL=%q: want a duration of a second or more", v)
 	}
 	return d, nil
+}
+
+// defaultDrainTimeout bounds the drain of a runner stopped with SIGTERM:
+// a session mid-turn longer than that is stopped and resumes elsewhere,
+// as after a crash. A deployment gives the runner longer than this to
+// stop before it kills it (compose.yaml's stop_grace_period).
+const defaultDrainTimeout = time.Minute
+
+// envDuration reads the duration in the environment variable name, or
+// def when it is unset or unreadable.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d >= 0 {
+		return d
+	}
+	return def
 }
 
 // runnerDirs are where a runner keeps its sidecars' files.
@@ -157,6 +171,8 @@ func runRunner(ctx context.Context, args []string) error {
 	natsURL := fs.String("nats-url", os.Getenv("NATS_URL"), "NATS (default $NATS_URL)")
 	redisURL := fs.String("redis-url", os.Getenv("REDIS_URL"), "Redis (default $REDIS_URL)")
 	apiURL := fs.String("api-url", envOr("AGENTBUS_API_URL", "http://127.0.0.1:8080"), "the agent API the sidecars call")
+	drain := fs.Duration("drain-timeout", envDuration("AGENTBUS_RUNNER_DRAIN_TIMEOUT", defaultDrainTimeout),
+		"on SIGTERM, how long the runner drains (its sessions move to other runners between their turns) before it stops the sidecars still here")
 	sandboxArgs := addSandboxFlags(fs)
 	_ = fs.Parse(args)
 	if *name == "" {
@@ -190,11 +206,11 @@ func runRunner(ctx context.Context, args []string) error {
 	if err := in.connectRedis(ctx, *redisURL); err != nil {
 		return err
 	}
-	return runOn(ctx, in, *name, n)
+	return runOn(ctx, in, *name, n, *drain)
 }
 
 // runOn runs the runner named name with in's connections.
-func runOn(ctx context.Context, in *infra, name string, capacity int) error {
+func runOn(ctx context.Context, in *infra, name string, capacity int, drain time.Duration) error {
 	dataDir, err := in.dataDir()
 	if err != nil {
 		return err
@@ -211,12 +227,12 @@ func runOn(ctx context.Context, in *infra, name string, capacity int) error {
 	if err != nil {
 		return err
 	}
-	r := &runners.Runner{Name: name, Capacity: capacity, Store: store, Launcher: l}
+	r := &runners.Runner{Name: name, Capacity: capacity, Store: store, Launcher: l, DrainTimeout: drain}
 	return r.Run(ctx)
 }
 
 // runnerPlaces returns where the API finds the sessions' runners.
-func runnerPlaces(ctx context.Context, js jetstream.JetStream) (api.RunnerPlaces, error) {
+func runnerPlaces(ctx context.Context, js jetstream.JetStream) (*runners.Store, error) {
 	ttl, err := leaseTTL()
 	if err != nil {
 		return nil, err

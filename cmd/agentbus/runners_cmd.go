@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,38 +27,80 @@ type runnerRow struct {
 }
 
 // runRunners is `agentbus runners [--json]`: the runners whose leases
-// live, with the sessions assigned to each.
+// live, with the sessions assigned to each; `agentbus runners drain NAME`
+// drains one.
 func runRunners(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "drain" {
+		return runDrain(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("runners", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	dataDir := fs.String("data-dir", "", "the data directory of an `agentbus up` on this machine, to read NATS's URL from")
-	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS (default $NATS_URL)")
-	_ = fs.Parse(args)
-	if *dataDir != "" {
-		env, err := credentials.ReadEnv(*dataDir)
-		if err != nil {
-			return fmt.Errorf("runners: %w", err)
-		}
-		*natsURL = env["NATS_URL"]
-	}
-	in := &infra{}
-	defer in.Close()
-	if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
-		return err
-	}
-	ttl, err := leaseTTL()
+	store, done, err := openRunners(ctx, fs, args)
+	defer done()
 	if err != nil {
 		return err
 	}
-	store, err := runners.Open(ctx, in.JS, ttl)
-	if err != nil {
-		return err
+	if *asJSON && fs.NArg() > 0 {
+		return fmt.Errorf("runners: unexpected %q", fs.Arg(0))
 	}
 	rows, err := runnerRows(ctx, store, time.Now())
 	if err != nil {
 		return err
 	}
 	return printRunners(os.Stdout, rows, *asJSON)
+}
+
+// runDrain is `agentbus runners drain NAME`: no session is placed on the
+// runner any more, and its sessions move to other runners, each between
+// two of its turns; then the runner can be stopped with nothing lost.
+func runDrain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("runners drain", flag.ExitOnError)
+	// NAME may come before the flags or after them.
+	name := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	store, done, err := openRunners(ctx, fs, args)
+	defer done()
+	if err != nil {
+		return err
+	}
+	if name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	}
+	if name == "" {
+		return errors.New("runners drain: name the runner: agentbus runners drain NAME")
+	}
+	if err := store.Drain(ctx, name); err != nil {
+		return fmt.Errorf("runners drain: %w", err)
+	}
+	fmt.Printf("runner %s drains: its sessions move to other runners between their turns\n", name)
+	return nil
+}
+
+// openRunners parses the flags every runners command takes and opens the
+// runners' buckets on the NATS they name; done closes the connection.
+func openRunners(ctx context.Context, fs *flag.FlagSet, args []string) (store *runners.Store, done func(), err error) {
+	dataDir := fs.String("data-dir", "", "the data directory of an `agentbus up` on this machine, to read NATS's URL from")
+	natsURL := fs.String("nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS (default $NATS_URL)")
+	_ = fs.Parse(args)
+	if *dataDir != "" {
+		env, err := credentials.ReadEnv(*dataDir)
+		if err != nil {
+			return nil, func() {}, fmt.Errorf("runners: %w", err)
+		}
+		*natsURL = env["NATS_URL"]
+	}
+	in := &infra{}
+	if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
+		return nil, in.Close, err
+	}
+	ttl, err := leaseTTL()
+	if err != nil {
+		return nil, in.Close, err
+	}
+	store, err = runners.Open(ctx, in.JS, ttl)
+	return store, in.Close, err
 }
 
 // runnerRows reads the leases and counts the sessions assigned to each.

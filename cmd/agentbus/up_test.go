@@ -35,7 +35,7 @@ import (
 // and for `agentbus worker`, which a test runs as a process of its own to
 // kill it.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "sidecar" || os.Args[1] == "socket" || os.Args[1] == "worker" || os.Args[1] == "runner") {
+	if len(os.Args) > 1 && (os.Args[1] == "sidecar" || os.Args[1] == "socket" || os.Args[1] == "worker" || os.Args[1] == "runner" || os.Args[1] == "runners") {
 		main()
 		return
 	}

@@ -35,6 +35,10 @@ type Placement struct {
 	cache    *runners.Cache
 	live     runners.Liveness
 	reserved map[string]int
+	// wasLive are the runners live at the last read of the leases, and
+	// lapsed when each of the others lapsed, on this process's clock.
+	wasLive map[string]bool
+	lapsed  map[string]time.Time
 }
 
 // start watches the assignments and reads the leases.
@@ -55,10 +59,60 @@ func (p *Placement) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	p.mu.Lock()
-	p.live.Observe(leases, time.Now())
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.live.Observe(leases, now)
+	p.noteLapses(now)
 	return nil
+}
+
+// noteLapses records when each runner live at the last read lapsed: a TTL
+// after its lease last changed, or now if it left.
+func (p *Placement) noteLapses(now time.Time) {
+	if p.lapsed == nil {
+		p.lapsed = map[string]time.Time{}
+	}
+	live := map[string]bool{}
+	for _, name := range p.live.Names() {
+		if p.live.Live(name) {
+			live[name] = true
+		}
+	}
+	for name := range p.wasLive {
+		if live[name] {
+			continue
+		}
+		at := now
+		if age, ok := p.live.Age(name, now); ok {
+			at = now.Add(p.live.TTL - age) // its TTL ran out then: age >= TTL
+		}
+		p.lapsed[name] = at
+	}
+	for name, at := range p.lapsed {
+		if live[name] || now.Sub(at) > 10*p.live.TTL {
+			delete(p.lapsed, name)
+		}
+	}
+	p.wasLive = live
+}
+
+// observe measures a placement written: the first of a session's run
+// since it started, or one away from a runner whose lease lapsed.
+func (p *Placement) observe(s *domain.AgentSession, from, to string, first bool) {
+	now := time.Now()
+	if started := s.StartedAt(); first && started != nil {
+		runners.PlacementSeconds.Observe(max(0, now.Sub(*started).Seconds()))
+	}
+	if from == "" || from == to {
+		return
+	}
+	p.mu.Lock()
+	at, lapsed := p.lapsed[from]
+	p.mu.Unlock()
+	if lapsed {
+		runners.RecoverySeconds.Observe(max(0, now.Sub(at).Seconds()))
+	}
 }
 
 // Live reports whether the runner's lease is live.
@@ -68,13 +122,35 @@ func (p *Placement) Live(runner string) bool {
 	return p.live.Live(runner)
 }
 
+// Draining reports whether the runner's lease says it drains.
+func (p *Placement) Draining(runner string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.live.Lease(runner)
+	return ok && l.Draining
+}
+
+// movable reports whether a session in status st may move to another
+// runner now: between two turns (Idle, Interrupted) or at a pause, never
+// mid-turn.
+func movable(st domain.SessionStatus) bool {
+	switch st {
+	case domain.StatusIdle, domain.StatusInterrupted, domain.StatusPaused:
+		return true
+	}
+	return false
+}
+
 // reserve returns the runner the session is to run on: the one it is
-// assigned to while that one lives, else the live runner with the most
-// room, whose slot is reserved until the assignment is written (release).
+// assigned to while that one lives and does not drain, else the live
+// runner with the most room, whose slot is reserved until the assignment
+// is written (release). A session of a draining runner stays there while
+// no other runner has room.
 func (p *Placement) reserve(a runners.Assignment) (runner string, release func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if a.Runner != "" && p.live.Live(a.Runner) {
+	here := a.Runner != "" && p.live.Live(a.Runner)
+	if l, _ := p.live.Lease(a.Runner); here && !l.Draining {
 		return a.Runner, func() {}, true
 	}
 	load := p.cache.Load()
@@ -83,6 +159,9 @@ func (p *Placement) reserve(a runners.Assignment) (runner string, release func()
 	}
 	runner, ok = p.live.Choose(load)
 	if !ok {
+		if here {
+			return a.Runner, func() {}, true
+		}
 		return "", nil, false
 	}
 	p.reserved[runner]++
@@ -95,8 +174,10 @@ func (p *Placement) reserve(a runners.Assignment) (runner string, release func()
 
 // ensurePlaced assigns a session that needs a sidecar to a live runner,
 // with a new sidecar to start, unless its sidecar of this run is assigned
-// to a live runner already. With no room anywhere it waits, assigned to
-// none. A sidecar that ran before in this run resumes its agent.
+// to a live runner already (and stays there: its runner does not drain,
+// or the session is mid-turn, or no other runner has room). With no room
+// anywhere it waits, assigned to none. A sidecar that ran before in this
+// run resumes its agent.
 func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession) error {
 	p, id := r.Placement, s.ID().String()
 	a, rev, err := p.Store.Assignment(ctx, id)
@@ -104,17 +185,27 @@ func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession) error
 		return err
 	}
 	sameRun := rev != 0 && a.Attempt >= s.RetryCount()
-	if sameRun && !a.Waiting() && !a.Exited && p.Live(a.Runner) {
-		return nil // a redelivered allocation
+	runs := sameRun && !a.Waiting() && !a.Exited && p.Live(a.Runner)
+	if runs && !(p.Draining(a.Runner) && movable(s.Status())) {
+		return nil // a redelivered allocation, or a session mid-turn on a draining runner
 	}
 	runner, release, ok := p.reserve(a)
 	if !ok {
 		return r.waitForRunner(ctx, a, rev, s)
 	}
 	defer release()
-	// A sidecar of this run was asked for before: the next one resumes its
-	// agent, wherever it runs; a retry's first one starts afresh.
-	cfg, key, limits, ok, err := r.prepareStart(ctx, s, sameRun && a.Started)
+	if runs && runner == a.Runner {
+		return nil // its runner drains, but no other one has room
+	}
+	return r.assign(ctx, s, a, rev, runner, sameRun && a.Started)
+}
+
+// assign writes the session's assignment to runner over a, read at rev,
+// with what its new sidecar starts with; resume continues the agent of
+// the sidecar asked for before in this run, wherever it ran.
+func (r Runtime) assign(ctx context.Context, s *domain.AgentSession, a runners.Assignment, rev uint64, runner string, resume bool) error {
+	p, id := r.Placement, s.ID().String()
+	cfg, key, limits, ok, err := r.prepareStart(ctx, s, resume)
 	if err != nil || !ok {
 		return err
 	}
@@ -134,6 +225,7 @@ func (r Runtime) ensurePlaced(ctx context.Context, s *domain.AgentSession) error
 		return fmt.Errorf("assign %s to runner %s: %w", id, runner, err)
 	}
 	p.cache.Note(next, newRev)
+	p.observe(s, a.Runner, runner, !resume)
 	slog.Info("session placed", "component", "runtime", "session_id", id, "runner", runner, "gen", next.Gen,
 		"from", a.Runner, "resumed", cfg.ResumeEngineSessionID != "")
 	return nil
@@ -252,7 +344,7 @@ func (r Runtime) reconcilePlaced(ctx context.Context) error {
 		switch st, ok := statuses[id]; {
 		case !ok || !st.HasSidecar():
 			errs = append(errs, r.release(ctx, id))
-		case a.Waiting() || a.Exited || !p.Live(a.Runner):
+		case a.Waiting() || a.Exited || !p.Live(a.Runner) || p.Draining(a.Runner) && movable(st):
 			if err := r.ensure(ctx, id, true); err != nil && !runners.Conflict(err) {
 				errs = append(errs, fmt.Errorf("place %s: %w", id, err))
 			}

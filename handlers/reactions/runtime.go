@@ -132,19 +132,9 @@ func (r Runtime) Handle(ctx context.Context, m jetstream.Msg) error {
 func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	unlock := r.locks.lock(id)
 	defer unlock()
-	s, err := postgres.Sessions{}.Get(ctx, r.DB, id)
-	if errors.Is(err, postgres.ErrNotFound) {
-		return bus.Permanent(err)
-	}
-	if err != nil {
+	s, err := r.sessionNeedingSidecar(ctx, id)
+	if err != nil || s == nil {
 		return err
-	}
-	if !s.Status().HasSidecar() {
-		// It ended before its sidecar (re)started.
-		if r.Placement != nil {
-			return r.releasePlaced(ctx, id.String())
-		}
-		return r.Launcher.Forget(ctx, id.String())
 	}
 	kv, err := relay.SessionsKV(ctx, r.JS)
 	if err != nil {
@@ -156,6 +146,33 @@ func (r Runtime) ensure(ctx context.Context, id uuid.UUID, resume bool) error {
 	if r.Placement != nil {
 		return r.ensurePlaced(ctx, s)
 	}
+	return r.ensureLaunched(ctx, s, resume)
+}
+
+// sessionNeedingSidecar reads the session; nil when it needs no sidecar,
+// any more, whose place or record it then drops.
+func (r Runtime) sessionNeedingSidecar(ctx context.Context, id uuid.UUID) (*domain.AgentSession, error) {
+	s, err := postgres.Sessions{}.Get(ctx, r.DB, id)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return nil, bus.Permanent(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.Status().HasSidecar() {
+		return s, nil
+	}
+	// It ended before its sidecar (re)started.
+	if r.Placement != nil {
+		return nil, r.releasePlaced(ctx, id.String())
+	}
+	return nil, r.Launcher.Forget(ctx, id.String())
+}
+
+// ensureLaunched starts the session's sidecar with this process's
+// launcher, unless its sidecar of this run runs.
+func (r Runtime) ensureLaunched(ctx context.Context, s *domain.AgentSession, resume bool) error {
+	id := s.ID()
 	if attempt, running := r.Launcher.Attempt(id.String()); running {
 		if attempt >= s.RetryCount() {
 			return nil // a redelivered allocation

@@ -17,18 +17,20 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/sidecar/launcher"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // scrapeTimeout bounds the reads a scrape makes of NATS, Redis and Postgres.
 const scrapeTimeout = 5 * time.Second
 
 // NewRegistry returns a registry with the Go runtime and process metrics
-// and those measured inline in this process: command and steering latency
-// and sidecars.
+// and those measured inline in this process: command and steering latency,
+// sidecars, and the placer's placement and recovery times.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		command.Latency, command.SteeringLatency, launcher.Live, launcher.Starts)
+		command.Latency, command.SteeringLatency, launcher.Live, launcher.Starts,
+		runners.PlacementSeconds, runners.RecoverySeconds)
 	return reg
 }
 

@@ -67,14 +67,40 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 	for _, opt := range opts {
 		opt(&o)
 	}
+	cfg, raw, err := l.sidecarConfig(cfg)
+	if err != nil {
+		return Handle{}, err
+	}
+	if l.cfg.Mode == ModeExternal {
+		return l.startExternal(ctx, cfg.SessionID, raw, apiKey, o)
+	}
+	if cfg.WorkingDirectory != "" {
+		if st, err := os.Stat(cfg.WorkingDirectory); err != nil || !st.IsDir() {
+			return Handle{}, fmt.Errorf("launcher: working directory %q is not a directory", cfg.WorkingDirectory)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return Handle{}, ErrClosed
+	case l.running[cfg.SessionID] != nil:
+		return Handle{}, ErrAlreadyRunning
+	}
+	return l.startProcess(ctx, cfg, raw, apiKey, o)
+}
+
+// sidecarConfig completes the sidecar's config (its defaults and its
+// checkpoint store), checks it and returns it with its JSON.
+func (l *Launcher) sidecarConfig(cfg protocol.Config) (protocol.Config, []byte, error) {
 	id := cfg.SessionID
 	if !protocol.ValidSessionID(id) {
-		return Handle{}, fmt.Errorf("launcher: session id %q may hold only a-z, 0-9, '-' and '_'", id)
+		return cfg, nil, fmt.Errorf("launcher: session id %q may hold only a-z, 0-9, '-' and '_'", id)
 	}
 	cfg.SetDefaults()
 	if store := l.CheckpointStore(id); store != "" {
 		if err := os.MkdirAll(store, 0o700); err != nil {
-			return Handle{}, fmt.Errorf("launcher: %w", err)
+			return cfg, nil, fmt.Errorf("launcher: %w", err)
 		}
 		cfg.CheckpointStore = store
 		if l.cfg.Sandbox != nil {
@@ -82,41 +108,36 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return Handle{}, fmt.Errorf("launcher: %w", err)
+		return cfg, nil, fmt.Errorf("launcher: %w", err)
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
-		return Handle{}, fmt.Errorf("launcher: %w", err)
+		return cfg, nil, fmt.Errorf("launcher: %w", err)
 	}
-	if l.cfg.Mode == ModeExternal {
-		if err := l.cfg.Redis.Set(ctx, protocol.ConfigKey(id), raw, 0).Err(); err != nil {
-			return Handle{}, fmt.Errorf("launcher: store the config: %w", err)
-		}
-		// Whoever runs the sidecar reads how it connects from here: a Redis
-		// user of the session's own and the session's agent key. A
-		// sidecar's user cannot read it (it reaches agent:session:{<id>}
-		// keys only).
-		redisURL, _ := l.redisURL(ctx, id, o)
-		if err := l.cfg.Redis.HSet(ctx, LaunchKey(id), "redis_url", redisURL, "session_key", apiKey,
-			"api_url", l.cfg.APIURL).Err(); err != nil {
-			return Handle{}, fmt.Errorf("launcher: store the launch record: %w", err)
-		}
-		return Handle{SessionID: id, RuntimeJobID: "external:" + id}, nil
-	}
-	if cfg.WorkingDirectory != "" {
-		if st, err := os.Stat(cfg.WorkingDirectory); err != nil || !st.IsDir() {
-			return Handle{}, fmt.Errorf("launcher: working directory %q is not a directory", cfg.WorkingDirectory)
-		}
-	}
+	return cfg, raw, nil
+}
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.closed:
-		return Handle{}, ErrClosed
-	case l.running[id] != nil:
-		return Handle{}, ErrAlreadyRunning
+// startExternal leaves in Redis what the sidecar of a session that someone
+// else runs starts with: its config, and how it connects.
+func (l *Launcher) startExternal(ctx context.Context, id string, raw []byte, apiKey string, o startOptions) (Handle, error) {
+	if err := l.cfg.Redis.Set(ctx, protocol.ConfigKey(id), raw, 0).Err(); err != nil {
+		return Handle{}, fmt.Errorf("launcher: store the config: %w", err)
 	}
+	// Whoever runs the sidecar reads how it connects from here: a Redis
+	// user of the session's own and the session's agent key. A sidecar's
+	// user cannot read it (it reaches agent:session:{<id>} keys only).
+	redisURL, _ := l.redisURL(ctx, id, o)
+	if err := l.cfg.Redis.HSet(ctx, LaunchKey(id), "redis_url", redisURL, "session_key", apiKey,
+		"api_url", l.cfg.APIURL).Err(); err != nil {
+		return Handle{}, fmt.Errorf("launcher: store the launch record: %w", err)
+	}
+	return Handle{SessionID: id, RuntimeJobID: "external:" + id}, nil
+}
+
+// startProcess writes the sidecar's config file and starts its process,
+// then records it; l.mu is held.
+func (l *Launcher) startProcess(ctx context.Context, cfg protocol.Config, raw []byte, apiKey string, o startOptions) (Handle, error) {
+	id := cfg.SessionID
 	if err := os.MkdirAll(l.cfg.ConfigDir, 0o700); err != nil {
 		return Handle{}, fmt.Errorf("launcher: %w", err)
 	}
@@ -143,19 +164,24 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 		PID:          pid, ProcStart: procStart(pid), ConfigFile: file, StartedAt: started, Sandboxed: l.cfg.Sandbox != nil,
 		Crashes: l.crashes(ctx, id), RedisPasswordSHA256: redisPasswordHash, Attempt: cfg.Attempt,
 	}
+	return l.track(ctx, id, cmd, rec)
+}
+
+// track records a sidecar just started and watches it; one that cannot be
+// recorded is killed, since it could not be watched across a restart.
+func (l *Launcher) track(ctx context.Context, id string, cmd *exec.Cmd, rec record) (Handle, error) {
 	p := &sidecarProc{handle: Handle{SessionID: id, RuntimeJobID: rec.RuntimeJobID}, rec: rec, cmd: cmd, gone: make(chan struct{})}
 	if err := l.store(ctx, id, rec); err != nil {
-		// Untracked, the sidecar could not be watched across a restart.
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(-rec.PID, syscall.SIGKILL)
 		_ = cmd.Wait()
-		_ = os.Remove(file)
+		_ = os.Remove(rec.ConfigFile)
 		return Handle{}, err
 	}
 	l.running[id] = p
 	Live.Inc()
 	Starts.WithLabelValues(strconv.FormatBool(len(rec.Crashes) > 0)).Inc()
 	go l.wait(p)
-	l.log.Info("sidecar started", "session_id", id, "pid", pid, "runtime_job_id", rec.RuntimeJobID)
+	l.log.Info("sidecar started", "session_id", id, "pid", rec.PID, "runtime_job_id", rec.RuntimeJobID)
 	return p.handle, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbus/agentbus/sidecar/launcher"
@@ -23,50 +24,90 @@ type Runner struct {
 	// Launcher starts the sidecars (Config.PlacedRedisUsers set); Run
 	// starts and closes it.
 	Launcher *launcher.Launcher
-	// Drain, when it is closed, asks the runner to take no more sessions.
-	Drain <-chan struct{}
-	Log   *slog.Logger
+	// DrainTimeout is how long, once Run's context ends, the runner drains
+	// (the placer moves its sessions elsewhere, each between two turns)
+	// before it stops the sidecars still here; zero stops them at once.
+	DrainTimeout time.Duration
+	Log          *slog.Logger
 
 	cache    *Cache
 	gens     map[string]uint64
-	draining bool
+	draining atomic.Bool
+	// renewNow asks for a renewal of the lease now.
+	renewNow chan struct{}
 }
 
-// Run keeps the lease and the sidecars until ctx ends; then it stops its
-// sidecars and gives its lease up, so its sessions go elsewhere at once.
+// Run keeps the lease and the sidecars until ctx ends; then it drains for
+// DrainTimeout at most, stops its sidecars and gives its lease up, so the
+// sessions still here go elsewhere at once.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.Log == nil {
 		r.Log = slog.Default()
 	}
 	r.Log = r.Log.With("component", "runner", "runner", r.Name)
-	if err := r.Launcher.Start(ctx); err != nil {
+	// life outlives ctx for the drain: the lease, the watch of the
+	// assignments and the sidecars go on until the runner leaves.
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	defer end()
+	if err := r.Launcher.Start(life); err != nil {
 		return err
 	}
-	cache, err := r.Store.Watch(ctx)
+	cache, err := r.Store.Watch(life)
 	if err != nil {
 		return err
 	}
-	r.cache, r.gens = cache, map[string]uint64{}
+	r.cache, r.gens, r.renewNow = cache, map[string]uint64{}, make(chan struct{}, 1)
 	defer r.leave()
 	// The lease is renewed apart from the work on the sidecars, which may
 	// take a while (a sidecar's stop waits for it to exit).
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		r.keepLease(ctx)
+		r.keepLease(life)
 	}()
-	defer func() { <-renewed }()
+	defer func() { end(); <-renewed }()
+	r.serve(ctx, life, nil)
+	r.drain(life)
+	return nil
+}
+
+// serve applies the assignments until ctx ends, or until done says so
+// after an application.
+func (r *Runner) serve(ctx, life context.Context, done func() bool) {
 	resync := time.NewTicker(r.Store.TTL / 3)
 	defer resync.Stop()
 	for {
-		r.apply(ctx)
+		r.apply(life)
+		if done != nil && done() {
+			return
+		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-resync.C:
-		case <-cache.Changed():
+		case <-r.cache.Changed():
 		case <-r.Launcher.Exits():
 		}
+	}
+}
+
+// drain marks the lease draining and serves until no session is
+// assigned here any more, for DrainTimeout at most.
+func (r *Runner) drain(life context.Context) {
+	if r.DrainTimeout <= 0 {
+		return
+	}
+	r.draining.Store(true)
+	select {
+	case r.renewNow <- struct{}{}:
+	default:
+	}
+	r.Log.Info("draining: the sessions here move to other runners between their turns", "timeout", r.DrainTimeout)
+	ctx, cancel := context.WithTimeout(life, r.DrainTimeout)
+	defer cancel()
+	r.serve(ctx, life, func() bool { return r.cache.Load()[r.Name] == 0 })
+	if n := r.cache.Load()[r.Name]; n > 0 {
+		r.Log.Warn("drain timed out: the sessions still here are stopped and resume elsewhere", "sessions", n)
 	}
 }
 
@@ -74,14 +115,14 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) keepLease(ctx context.Context) {
 	t := time.NewTicker(r.Store.TTL / 3)
 	defer t.Stop()
+	var rev uint64
 	for {
-		r.renew(ctx)
+		rev = r.renew(ctx, rev)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-r.Drain:
-			r.draining, r.Drain = true, nil
+		case <-r.renewNow:
 		}
 	}
 }
@@ -96,11 +137,21 @@ func (r *Runner) leave() {
 	}
 }
 
-func (r *Runner) renew(ctx context.Context) {
-	l := Lease{Name: r.Name, Capacity: r.Capacity, Draining: r.draining, Sessions: len(r.Launcher.Running())}
-	if err := r.Store.Renew(ctx, l); err != nil && ctx.Err() == nil {
-		r.Log.Warn("lease not renewed", "error", err)
+// renew writes the lease over the revision rev of the last renewal and
+// returns the new one; a drain asked for since is kept.
+func (r *Runner) renew(ctx context.Context, rev uint64) uint64 {
+	l := Lease{Name: r.Name, Capacity: r.Capacity, Draining: r.draining.Load(), Sessions: len(r.Launcher.Running())}
+	l, next, err := r.Store.RenewOver(ctx, l, rev)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.Log.Warn("lease not renewed", "error", err)
+		}
+		return rev
 	}
+	if l.Draining && !r.draining.Swap(true) {
+		r.Log.Info("draining: no session is placed here any more")
+	}
+	return next
 }
 
 // apply brings the sidecars in line with the assignments: it starts those

@@ -156,6 +156,74 @@ func (s *Store) Renew(ctx context.Context, l Lease) error {
 	return err
 }
 
+// RenewOver writes the runner's lease over the revision rev of its last
+// renewal (0: none yet) and returns the lease written and its revision. A
+// drain set on the lease since (Drain) is kept: a runner asked to drain
+// stays draining until it stops.
+func (s *Store) RenewOver(ctx context.Context, l Lease, rev uint64) (Lease, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	for {
+		raw, _ := json.Marshal(l)
+		var next uint64
+		var err error
+		if rev == 0 {
+			next, err = s.Runners.Put(ctx, l.Name, raw)
+		} else {
+			next, err = s.Runners.Update(ctx, l.Name, raw, rev)
+		}
+		if !Conflict(err) {
+			return l, next, err
+		}
+		cur, curRev, err := s.lease(ctx, l.Name)
+		if err != nil {
+			return l, 0, err
+		}
+		l.Draining, rev = l.Draining || cur.Draining, curRev
+	}
+}
+
+// ErrNoRunner is a drain of a runner that holds no lease.
+var ErrNoRunner = errors.New("runners: no runner of that name holds a lease")
+
+// Drain marks the runner's lease draining: the placer places no session
+// there any more and moves its sessions to other runners, each between
+// two of its turns.
+func (s *Store) Drain(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	for {
+		l, rev, err := s.lease(ctx, name)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			return fmt.Errorf("%w: %s", ErrNoRunner, name)
+		}
+		l.Draining = true
+		raw, _ := json.Marshal(l)
+		if _, err := s.Runners.Update(ctx, name, raw, rev); !Conflict(err) {
+			return err
+		}
+	}
+}
+
+// lease reads the runner's lease; revision 0 when it has none.
+func (s *Store) lease(ctx context.Context, name string) (Lease, uint64, error) {
+	e, err := s.Runners.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Lease{}, 0, nil
+	}
+	if err != nil {
+		return Lease{}, 0, err
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l); err != nil {
+		return Lease{}, 0, fmt.Errorf("runners: lease of %s: %w", name, err)
+	}
+	return l, e.Revision(), nil
+}
+
 // Leave removes the runner's lease: its sessions go elsewhere at once.
 func (s *Store) Leave(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, kvTimeout)

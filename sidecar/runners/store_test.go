@@ -83,3 +83,27 @@ func TestALeaseNotRenewedGoesAway(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, leases)
 }
+
+// TestADrainOutlivesTheRunnersRenewals drains a runner between two of its
+// renewals: the renewal that raced the drain keeps it, and a drain of a
+// runner without a lease is refused.
+func TestADrainOutlivesTheRunnersRenewals(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, time.Minute)
+	ctx := context.Background()
+	l, rev, err := s.RenewOver(ctx, Lease{Name: "a", Capacity: 2}, 0)
+	require.NoError(t, err)
+	assert.False(t, l.Draining)
+	require.NoError(t, s.Drain(ctx, "a"))
+	l, rev, err = s.RenewOver(ctx, Lease{Name: "a", Capacity: 2, Sessions: 1}, rev)
+	require.NoError(t, err)
+	assert.True(t, l.Draining, "the renewal keeps the drain")
+	l.Sessions = 0 // the runner renews with the lease the last renewal returned
+	_, _, err = s.RenewOver(ctx, l, rev)
+	require.NoError(t, err)
+	leases, err := s.Leases(ctx)
+	require.NoError(t, err)
+	assert.True(t, leases["a"].Draining)
+	assert.Equal(t, 2, leases["a"].Capacity)
+	assert.ErrorIs(t, s.Drain(ctx, "b"), ErrNoRunner)
+}
