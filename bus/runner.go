@@ -416,7 +416,7 @@ func (r *runner) consumerConfig() jetstream.ConsumerConfig {
 }
 
 // policy is how the runner treats deliveries, from the consumer's settings
-// on the server.
+// on the server and in its file.
 type policy struct {
 	attempts      int
 	backoff       []time.Duration
@@ -426,6 +426,9 @@ type policy struct {
 
 func (r *runner) policyFrom(info *jetstream.ConsumerInfo) *policy {
 	p := &policy{attempts: r.cfg.MaxDeliver, backoff: r.cfg.Backoff, ackWait: r.cfg.AckWait}
+	if retries := r.cfg.Definitions.RetryBackoff(r.cfg.Stream, r.cfg.Consumer); len(retries) > 0 {
+		p.backoff = retries
+	}
 	if info == nil {
 		return p
 	}

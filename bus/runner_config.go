@@ -112,7 +112,8 @@ type RunnerConfig struct {
 	// with max_deliver N gives N-1 handler attempts.
 	MaxDeliver int
 	// Backoff is the redelivery delay after the n-th failed attempt (the
-	// last value repeats), used when the consumer has no backoff of its own.
+	// last value repeats), used when the consumer has no backoff of its own
+	// (a retry_backoff in its file, or a backoff on the server).
 	// Default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
 	// FilterSubjects selects the stream's subjects for a consumer created
