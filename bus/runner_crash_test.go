@@ -109,3 +109,43 @@ func TestRunRetriesAfterTheRetryBackoffOfTheConsumerFile(t *testing.T) {
 		"the retry waits for the runner's backoff, not the file's")
 	assert.Empty(t, consumerInfo(t, js, bus.StreamEvents, "scheduled").Config.BackOff, "the schedule stays off the server")
 }
+
+// TestTheNextCopyTakesOverSoonAfterAPinnedCopyDied takes a raw event on the
+// acl consumer, as its files define it, and dies without settling it or
+// unpinning, as a killed process does. The next copy is pinned and
+// handles the event within about the consumer's short ack wait: a copy
+// killed more often than the priority timeout would otherwise leave the
+// consumer without a pinned copy most of the time, while each kill costs
+// every message it held a delivery.
+func TestTheNextCopyTakesOverSoonAfterAPinnedCopyDied(t *testing.T) {
+	srv, js, _ := bustest.Server(t)
+	ctx := context.Background()
+	_, err := js.Publish(ctx, bus.SidecarEventSubject("s1", "assistant_message"), []byte(`{}`))
+	require.NoError(t, err)
+
+	dying, djs := bustest.Connect(t, srv)
+	cons, err := djs.Consumer(ctx, bus.StreamSidecarEvents, "acl")
+	require.NoError(t, err)
+	it, err := cons.Messages(jetstream.PullPriorityGroup("ordered"), jetstream.PullMaxMessages(1))
+	require.NoError(t, err)
+	_, err = it.Next(jetstream.NextMaxWait(waitFor))
+	require.NoError(t, err)
+	dying.Close()
+
+	handled := make(chan struct{})
+	var once sync.Once
+	start(t, js, bus.RunnerConfig{
+		Stream: bus.StreamSidecarEvents, Consumer: "acl",
+		Handler: func(context.Context, jetstream.Msg) error {
+			once.Do(func() { close(handled) })
+			return nil
+		},
+		Concurrency: 4, OrderKey: bus.BySidecarSession, IdleHeartbeat: time.Second, Logger: testLogger(t),
+	})
+	// The ack wait is 10s; the takeover must not add the old 30s to it.
+	select {
+	case <-handled:
+	case <-time.After(25 * time.Second):
+		t.Fatal("the next copy was not pinned soon after the pinned one died")
+	}
+}

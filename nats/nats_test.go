@@ -100,6 +100,9 @@ func TestConsumers(t *testing.T) {
 			assert.Positive(t, cfg.AckWait, "the ack wait bounds a crashed delivery")
 			assert.LessOrEqual(t, cfg.AckWait, 30*time.Second, "a crashed delivery comes back soon")
 			assert.Greater(t, cfg.MaxDeliver, 1, "handler attempts plus the spare delivery")
+			if cfg.PriorityPolicy == jetstream.PriorityPolicyPinned {
+				assert.LessOrEqual(t, cfg.PinnedTTL, 10*time.Second, "a crashed pinned copy hands over soon")
+			}
 			var retries struct {
 				RetryBackoff []time.Duration `json:"retry_backoff"`
 			}
