@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,6 +22,18 @@ type Definitions struct {
 	// Consumers maps a stream name to its durable consumer configurations,
 	// sorted by durable name.
 	Consumers map[string][]jetstream.ConsumerConfig
+	// retries maps "<stream>/<durable>" to the consumer's retry_backoff.
+	retries map[string][]time.Duration
+}
+
+// retrySchedule is what a consumer file says besides the server's
+// settings. retry_backoff[n-1] is how long bus.Run waits before a message
+// whose handler failed on its n-th delivery is delivered again (the last
+// value repeats). Unlike the server's backoff it leaves the ack wait
+// alone: a delivery whose process died comes back after the short ack
+// wait, not after the schedule's long tail.
+type retrySchedule struct {
+	RetryBackoff []time.Duration `json:"retry_backoff"`
 }
 
 // DefaultDefinitions loads the definitions embedded from the nats/ folder.
@@ -34,7 +47,7 @@ func DefaultDefinitions() (*Definitions, error) {
 // files stay usable with `nats stream add --config` and
 // `nats consumer add <STREAM> --config`.
 func LoadDefinitions(fsys fs.FS) (*Definitions, error) {
-	defs := &Definitions{Consumers: map[string][]jetstream.ConsumerConfig{}}
+	defs := &Definitions{Consumers: map[string][]jetstream.ConsumerConfig{}, retries: map[string][]time.Duration{}}
 
 	streamFiles, err := fs.Glob(fsys, "streams/*.json")
 	if err != nil {
@@ -68,7 +81,12 @@ func LoadDefinitions(fsys fs.FS) (*Definitions, error) {
 		if want := strings.TrimSuffix(path.Base(file), ".json"); cfg.Durable != want {
 			return nil, fmt.Errorf("bus: %s: durable_name %q must match the file name %q", file, cfg.Durable, want)
 		}
+		var retries retrySchedule
+		if err := readJSON(fsys, file, &retries); err != nil {
+			return nil, err
+		}
 		defs.Consumers[stream] = append(defs.Consumers[stream], cfg)
+		defs.retries[stream+"/"+cfg.Durable] = retries.RetryBackoff
 	}
 	for _, cs := range defs.Consumers {
 		slices.SortFunc(cs, func(a, b jetstream.ConsumerConfig) int { return strings.Compare(a.Durable, b.Durable) })
@@ -94,6 +112,12 @@ func (d *Definitions) Consumer(stream, durable string) *jetstream.ConsumerConfig
 		}
 	}
 	return nil
+}
+
+// RetryBackoff returns the retry_backoff of the durable consumer on
+// stream, or nil.
+func (d *Definitions) RetryBackoff(stream, durable string) []time.Duration {
+	return d.retries[stream+"/"+durable]
 }
 
 // StreamFor returns the name of the stream whose subjects capture subject,

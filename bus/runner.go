@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -42,14 +41,38 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		return err
 	}
 
-	// Handlers outlive ctx so that in-flight messages finish, but no longer
-	// than ShutdownTimeout.
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	base, cancelBase := r.handlerContext(ctx)
 	defer cancelBase()
+	r.base = base
+
+	// With an OrderKey each worker owns a lane and a key always maps to
+	// the same lane. Without one there are no lanes: the workers take
+	// their messages from the subscription themselves (see share).
+	var wg sync.WaitGroup
+	if cfg.OrderKey != nil {
+		r.startLanes(ctx, base, &wg)
+	}
+
+	r.logger.Info("runner started", "concurrency", cfg.Concurrency)
+	err := r.consume(ctx)
+	r.closeLanes()
+	wg.Wait()
+	if err != nil {
+		r.logger.Error("runner stopped", "err", err)
+		return err
+	}
+	r.finish(base)
+	return nil
+}
+
+// handlerContext is the context handlers run in: it outlives ctx so that
+// in-flight messages finish, but no longer than ShutdownTimeout.
+func (r *runner) handlerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		select {
 		case <-ctx.Done():
-			grace := time.NewTimer(cfg.ShutdownTimeout)
+			grace := time.NewTimer(r.cfg.ShutdownTimeout)
 			defer grace.Stop()
 			select {
 			case <-grace.C:
@@ -59,53 +82,14 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		case <-base.Done():
 		}
 	}()
+	return base, cancelBase
+}
 
-	// With an OrderKey each worker owns a lane and a key always maps to
-	// the same lane. Without one there are no lanes: the workers take
-	// their messages from the subscription themselves (see share).
-	buffer := max(r.cfg.LaneBuffer, 0)
-	var wg sync.WaitGroup
-	if cfg.OrderKey != nil {
-		r.lanes = make([]chan jetstream.Msg, cfg.Concurrency)
-		for i := range r.lanes {
-			lane := make(chan jetstream.Msg, buffer)
-			r.lanes[i] = lane
-			wg.Go(func() {
-				batch := make([]jetstream.Msg, 0, buffer+1)
-				for m := range lane {
-					if buffer > 0 && ctx.Err() != nil {
-						// Waiting in the lane when the run ends: handed back
-						// like the fetched messages no lane took.
-						r.nakNow(m)
-						continue
-					}
-					if cfg.BatchHandler == nil {
-						r.handle(base, m)
-						continue
-					}
-					batch = append(batch[:0], m)
-					batch = takeWaiting(lane, batch)
-					r.handleBatch(base, batch)
-					clear(batch)
-				}
-			})
-		}
-	}
-	r.base = base
-
-	r.logger.Info("runner started", "concurrency", cfg.Concurrency)
-	err := r.consume(ctx)
-	for _, lane := range r.lanes {
-		close(lane)
-	}
-	wg.Wait()
-	if err != nil {
-		r.logger.Error("runner stopped", "err", err)
-		return err
-	}
+// finish pushes out the acks of a clean stop and unpins this copy.
+func (r *runner) finish(base context.Context) {
 	// Acks are sent without waiting for a reply: push them out before the
 	// caller closes the connection.
-	if err := js.Conn().FlushTimeout(5 * time.Second); err != nil {
+	if err := r.js.Conn().FlushTimeout(5 * time.Second); err != nil {
 		r.logger.Warn("flushing acks on shutdown", "err", err)
 	}
 	// Only when every handler finished: a message cut off by the grace
@@ -114,24 +98,6 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 		r.unpin()
 	}
 	r.logger.Info("runner stopped")
-	return nil
-}
-
-// takeWaiting appends to batch the messages waiting in lane, up to its
-// capacity, without waiting for more.
-func takeWaiting(lane chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
-	for len(batch) < cap(batch) {
-		select {
-		case m, ok := <-lane:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, m)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 type runner struct {
@@ -141,7 +107,7 @@ type runner struct {
 	logger *slog.Logger
 	// base is the context handlers run in (see Run).
 	base   context.Context
-	lanes  []chan jetstream.Msg
+	lanes  []*lane
 	policy atomic.Pointer[policy]
 	// pin is the id this copy was last pinned with in a priority group.
 	pin atomic.Value
@@ -255,16 +221,7 @@ func (r *runner) pump(ctx context.Context, it jetstream.MessagesContext) (receiv
 		}
 		received, missed = true, 0
 		r.notePin(m)
-		h := fnv.New32a()
-		h.Write([]byte(r.cfg.OrderKey(m)))
-		lane := r.lanes[h.Sum32()%uint32(len(r.lanes))]
-		select {
-		case lane <- m:
-		case <-ctx.Done():
-			r.nakNow(m)
-			r.handBack(it)
-			return received, nil
-		}
+		r.laneOf(m).push(m)
 	}
 }
 
@@ -459,7 +416,7 @@ func (r *runner) consumerConfig() jetstream.ConsumerConfig {
 }
 
 // policy is how the runner treats deliveries, from the consumer's settings
-// on the server.
+// on the server and in its file.
 type policy struct {
 	attempts      int
 	backoff       []time.Duration
@@ -469,6 +426,9 @@ type policy struct {
 
 func (r *runner) policyFrom(info *jetstream.ConsumerInfo) *policy {
 	p := &policy{attempts: r.cfg.MaxDeliver, backoff: r.cfg.Backoff, ackWait: r.cfg.AckWait}
+	if retries := r.cfg.Definitions.RetryBackoff(r.cfg.Stream, r.cfg.Consumer); len(retries) > 0 {
+		p.backoff = retries
+	}
 	if info == nil {
 		return p
 	}

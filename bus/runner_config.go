@@ -88,13 +88,20 @@ type RunnerConfig struct {
 	// exhausts its attempts is dead-lettered and passed.
 	RetryInOrder bool
 	// BatchSize is how many messages are fetched ahead of the handlers.
-	// A fetched message's ack wait runs while it waits, so keep BatchSize /
-	// Concurrency × handler time below the ack wait. Default max(16, 2×Concurrency).
+	// Without an OrderKey a fetched message's ack wait runs while it
+	// waits, so keep BatchSize / Concurrency × handler time below the ack
+	// wait. With an OrderKey the fetched messages go to their lanes at
+	// once and are kept alive there (see LaneBuffer). Default
+	// max(16, 2×Concurrency).
 	BatchSize int
-	// LaneBuffer, with an OrderKey, is how many fetched messages may wait
-	// in each key's lane while its handler runs, so that one busy key does
-	// not hold back the messages of the keys behind it. Default 0: the
-	// fetched messages wait for the busy lane.
+	// LaneBuffer, with an OrderKey and a BatchHandler, is how many of the
+	// messages waiting in a lane behind the one its worker takes are
+	// handled in the same batch. A lane holds every fetched message of its
+	// keys while their handler runs, whatever LaneBuffer says, so that one
+	// busy key never holds back the keys behind it, and tells the server
+	// they are being worked on, so none is handed out again while it
+	// waits; the consumer's max_ack_pending bounds what the lanes hold.
+	// Default 0: one message at a time.
 	LaneBuffer int
 	// MaxDeliver is how many times the handler is tried before the message
 	// is dead-lettered, when the consumer's max_deliver does not say.
@@ -105,7 +112,8 @@ type RunnerConfig struct {
 	// with max_deliver N gives N-1 handler attempts.
 	MaxDeliver int
 	// Backoff is the redelivery delay after the n-th failed attempt (the
-	// last value repeats), used when the consumer has no backoff of its own.
+	// last value repeats), used when the consumer has no backoff of its own
+	// (a retry_backoff in its file, or a backoff on the server).
 	// Default 1s, 5s, 30s, 2m.
 	Backoff []time.Duration
 	// FilterSubjects selects the stream's subjects for a consumer created

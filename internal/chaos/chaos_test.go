@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -219,6 +220,15 @@ func TestChaos(t *testing.T) {
 	// Counted, not hidden by the retries: an api whose dependencies were
 	// just killed answers 503.
 	fmt.Printf("5xx answers (each repeated with its Idempotency-Key): %v\n", w.ServerErrors())
+	// What no handler took, by consumer and error: a poison raw event is
+	// expected there, a lost event of a healthy session is not.
+	dead, err := deadLetters(ctx, js)
+	require.NoError(t, err)
+	reasons := slices.Sorted(maps.Keys(dead))
+	fmt.Printf("%d kinds of dead-lettered messages\n", len(reasons))
+	for _, r := range reasons {
+		fmt.Printf("  %5d  %s\n", dead[r], r)
+	}
 
 	// Each session is in the status its events lead to, and no domain
 	// event is stored twice.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,4 +351,28 @@ func Table(w io.Writer, kills map[string]int, raw RawCount) {
 	fmt.Fprintf(w, "%-26s %6d\n\n", "total", total)
 	fmt.Fprintf(w, "%8s %8s %8s %8s %12s %8s\n", "written", "found", "lost", "doubled", "out-of-order", "phantom")
 	fmt.Fprintf(w, "%8d %8d %8d %8d %12d %8d\n", raw.Written, raw.Found, raw.Lost, raw.Doubled, raw.OutOfOrder, raw.Phantom)
+}
+
+// uuidPattern finds the ids in an error text, so that errors differing
+// only in their ids are counted together.
+var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// deadLetters counts the dead-lettered messages by consumer and error, ids
+// left out and the error cut to its first 100 characters.
+func deadLetters(ctx context.Context, js jetstream.JetStream) (map[string]int, error) {
+	byReason, err := readStream(ctx, js, bus.StreamDLQ, func(m jetstream.Msg) (string, struct{}, error) {
+		reason := uuidPattern.ReplaceAllString(m.Headers().Get(bus.HeaderError), "<id>")
+		if len(reason) > 100 {
+			reason = reason[:100]
+		}
+		return m.Headers().Get(bus.HeaderConsumer) + ": " + reason, struct{}{}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(byReason))
+	for k, v := range byReason {
+		out[k] = len(v)
+	}
+	return out, nil
 }
