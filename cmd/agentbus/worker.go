@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/feed"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/outbox"
@@ -40,34 +42,41 @@ type worker struct {
 	conns func() int
 	// run works until ctx ends.
 	run func(ctx context.Context, in *infra) error
-	// consumes are the durable consumers it reads, each defined in
-	// nats/consumers/<stream>/<durable>.json (which holds the filters).
+	// consumes are the durable consumers it reads, with their JetStream
+	// configs (nats/consumers/<stream>/<durable>.json is generated from
+	// them).
 	consumes []consumer
 	// publishes are the subjects its NATS user may publish on besides the
 	// JetStream API, the acks of the streams it consumes and the dead
 	// letters of its consumers.
 	publishes []string
+	// denies are subjects under publishes its NATS user may not publish on.
+	denies []string
+	// deploy is what its compose service needs beyond the common settings.
+	deploy deployment
 }
 
-// consumer names a durable consumer of a stream.
-type consumer struct{ stream, durable string }
-
 // workers is every worker there is. A new worker is one entry here: up runs
-// it, and `agentbus worker <name>` runs it alone. TestWorkersAreDeployed
-// names what its entry asks of nats/ and compose.yaml: its consumer
-// files, its NATS user with exactly the declared permissions, and its
-// compose service.
+// it, `agentbus worker <name>` runs it alone, and `agentbus gen` writes
+// what running it apart needs from the entry: its consumer files, its NATS
+// user with exactly the declared permissions, and its compose service
+// (TestGeneratedFilesAreCurrent fails when they are not written).
 var workers = map[string]worker{
 	"commands": {
 		summary: "handle AGENTS_COMMANDS: load, apply, save with the outbox, reply (AGENTBUS_COMMANDS_CONCURRENCY, default 8)",
 		needs:   needPostgres | needNATS,
 		// One per handler running at once, and one to spare.
-		conns:    func() int { n, _ := commandsConcurrency(); return n + 1 },
-		run:      runCommandsWorker,
-		consumes: []consumer{{bus.StreamCommands, cmdhandlers.Consumer}},
+		conns: func() int { n, _ := commandsConcurrency(); return n + 1 },
+		run:   runCommandsWorker,
+		consumes: []consumer{reaction(bus.StreamCommands, cmdhandlers.Consumer,
+			"The commands worker: loads the aggregate, applies the command, saves it with its events in the outbox.",
+			bus.AllCommandsFilter()).unordered().retrying(5, 10*time.Second, 30*time.Second, time.Minute, 5*time.Minute)},
 		// Results on the sender's inbox, the events it committed, and the
 		// steering message of an event that steers a running session.
 		publishes: []string{"_INBOX.>", bus.AllEventsFilter(), bus.SidecarCommandSubject("*", protocol.CommandSteeringMessage)},
+		// Activity and notifications are the acl's and notify's events.
+		denies: []string{bus.AggregateEventsFilter(feed.Aggregate), bus.AggregateEventsFilter(reactions.AggregateNotification)},
+		deploy: deployment{env: []string{`AGENTBUS_COMMANDS_CONCURRENCY: "8"`}},
 	},
 	"outbox": {
 		summary: "publish the committed outbox rows their writers did not publish to AGENTS_EVENTS",
@@ -76,6 +85,7 @@ var workers = map[string]worker{
 		conns:     func() int { return 2 },
 		run:       runOutboxWorker,
 		publishes: []string{bus.AllEventsFilter()},
+		deploy:    deployment{note: "Copies elect one active publisher (an advisory lock); another copy takes over within a second of the active one's database session ending."},
 	},
 }
 
