@@ -218,42 +218,10 @@ func runWorker(ctx context.Context, args []string) error {
 	if !ok {
 		return fmt.Errorf("worker: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
 	}
-	log := slog.Default().With("component", "worker", "worker", name)
-
-	switch {
-	case w.needs&needPostgres != 0 && *databaseURL == "":
-		return errors.New("no Postgres: set DATABASE_URL or --database-url")
-	case w.needs&needRedis != 0 && *redisURL == "":
-		return errors.New("no Redis: set REDIS_URL or --redis-url")
-	}
-
 	in := &infra{}
 	defer in.Close()
-	var err error
-	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+	if err := w.open(ctx, in, name, workerURLs{*databaseURL, *natsURL, *redisURL}, *poolMaxArg, sandboxArgs); err != nil {
 		return err
-	}
-	if in.RunnerCapacity, err = runnerCapacity(os.Getenv("AGENTBUS_RUNNER_CAPACITY")); err != nil {
-		return fmt.Errorf("worker %s: AGENTBUS_RUNNER_CAPACITY: %w", name, err)
-	}
-	if in.Sandbox, err = sandboxArgs.settings(name == "runtime"); err != nil {
-		return fmt.Errorf("worker %s: %w", name, err)
-	}
-	if w.needs&needNATS != 0 {
-		if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
-			return err
-		}
-	}
-	if w.needs&needPostgres != 0 {
-		if err := in.connectPostgres(ctx, withPoolSize(*databaseURL, poolSize(name))); err != nil {
-			return err
-		}
-		in.DatabaseURL = *databaseURL
-	}
-	if w.needs&needRedis != 0 {
-		if err := in.connectRedis(ctx, *redisURL); err != nil {
-			return err
-		}
 	}
 
 	components := []component{{name, func(ctx context.Context) error { return w.run(ctx, in) }}}
@@ -267,9 +235,47 @@ func runWorker(ctx context.Context, args []string) error {
 		srv := newHTTPServer(*httpAddr, withMetrics(mux, reg))
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
-	log.Info("worker starting", "http", *httpAddr)
+	slog.Default().With("component", "worker", "worker", name).Info("worker starting", "http", *httpAddr)
 	if err := runComponents(ctx, components); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	return nil
+}
+
+// workerURLs are the servers a worker may connect to.
+type workerURLs struct{ database, nats, redis string }
+
+// open configures in for the worker name and connects it to what w needs.
+func (w worker) open(ctx context.Context, in *infra, name string, urls workerURLs, poolMaxArg string, sandbox *sandboxFlags) error {
+	switch {
+	case w.needs&needPostgres != 0 && urls.database == "":
+		return errors.New("no Postgres: set DATABASE_URL or --database-url")
+	case w.needs&needRedis != 0 && urls.redis == "":
+		return errors.New("no Redis: set REDIS_URL or --redis-url")
+	}
+	var err error
+	if in.PoolMax, err = poolMax(poolMaxArg); err != nil {
+		return err
+	}
+	if in.RunnerCapacity, err = runnerCapacity(os.Getenv("AGENTBUS_RUNNER_CAPACITY")); err != nil {
+		return fmt.Errorf("worker %s: AGENTBUS_RUNNER_CAPACITY: %w", name, err)
+	}
+	if in.Sandbox, err = sandbox.settings(name == "runtime"); err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	if w.needs&needNATS != 0 {
+		if err := in.connectNATSWithEnvReplicas(ctx, urls.nats); err != nil {
+			return err
+		}
+	}
+	if w.needs&needPostgres != 0 {
+		if err := in.connectPostgres(ctx, withPoolSize(urls.database, poolSize(name))); err != nil {
+			return err
+		}
+		in.DatabaseURL = urls.database
+	}
+	if w.needs&needRedis != 0 {
+		return in.connectRedis(ctx, urls.redis)
 	}
 	return nil
 }
