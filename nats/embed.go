@@ -7,7 +7,9 @@
 //	nats consumer add AGENTS_EVENTS --config nats/consumers/AGENTS_EVENTS/pool.json
 //
 // The same files are embedded here and provisioned by bus.Provision, so the
-// CLI and the binaries share one source of truth. The folder also holds the
+// CLI and the binaries share one source of truth. The consumer files and
+// users.conf are written by `agentbus gen` from the workers' declarations
+// (cmd/agentbus). The folder also holds the
 // server configuration for the single-node (server.conf) and the three-node
 // cluster (cluster/node-N.conf) setups.
 package nats

@@ -120,12 +120,10 @@ func (r *runner) traceAnswers(e protocol.Entry) {
 // commandHandlers carry out each command type of the protocol; a type
 // without one is answered with an unknown_command error. Its tests check
 // it against protocol.CommandTypes and the control plane's two-phase
-// controls.
+// controls. Pause and resume add theirs in pause.go.
 var commandHandlers = map[string]func(*runner, protocol.Entry) error{
 	protocol.CommandSteeringMessage:    (*runner).onSteering,
 	protocol.CommandInterrupt:          (*runner).onInterrupt,
-	protocol.CommandPause:              (*runner).onPause,
-	protocol.CommandResume:             (*runner).onResume,
 	protocol.CommandStop:               (*runner).onStop,
 	protocol.CommandReloadConfig:       (*runner).onReload,
 	protocol.CommandAnswerQuestion:     (*runner).onAnswer,
@@ -178,57 +176,6 @@ func (r *runner) onInterrupt(e protocol.Entry) error {
 	r.notifyLocked()
 	r.mu.Unlock()
 	r.emitInterruptAcks([]string{e.CommandID})
-	return nil
-}
-
-func (r *runner) onPause(e protocol.Entry) error {
-	var d protocol.Pause
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.paused = true
-	r.pauseAcks = append(r.pauseAcks, e.CommandID)
-	if r.turnCancel == nil && r.heldTurnEnd == nil && r.lastTurnEnd != nil {
-		// A session is paused only while Running; with no turn running
-		// here, the turn end last written crossed the pause and was
-		// refused by a Pausing session. It is written again once resumed,
-		// to end the turn of the Running session.
-		end := *r.lastTurnEnd
-		r.heldTurnEnd = &end
-	}
-	var acks []string
-	if r.waiting > 0 {
-		// The engine waits for a person: it is at rest already.
-		acks = r.takePauseAcksLocked()
-	}
-	// Otherwise the engine's next safe point, or the loop between turns,
-	// acknowledges.
-	r.notifyLocked()
-	r.mu.Unlock()
-	r.emitPauseAcks(acks)
-	return nil
-}
-
-func (r *runner) onResume(e protocol.Entry) error {
-	var d protocol.Resume
-	if err := protocol.DecodeData(e.Data, &d); err != nil {
-		return err
-	}
-	// A pause that never reached a safe point is acknowledged first, so
-	// every command gets its ack in order; and the engine goes on only
-	// once the resume is acknowledged, so nothing it does after the
-	// resume is recorded before it. Commands are handled one at a time:
-	// no other pause comes in between.
-	r.mu.Lock()
-	acks := r.takePauseAcksLocked()
-	r.mu.Unlock()
-	r.emitPauseAcks(acks)
-	r.emitLog(protocol.ResumeAck{CommandID: e.CommandID})
-	r.mu.Lock()
-	r.paused = false
-	r.notifyLocked()
-	r.mu.Unlock()
 	return nil
 }
 

@@ -83,38 +83,13 @@ func (r *runner) observeUsage(u protocol.UsageUpdate) {
 	}
 }
 
-// SafePoint holds the engine while the session is paused.
-func (r *runner) SafePoint(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		if !r.paused {
-			r.mu.Unlock()
-			return ctx.Err()
-		}
-		acks := r.takePauseAcksLocked()
-		ch := r.changed
-		r.mu.Unlock()
-		r.emitPauseAcks(acks)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // beginWait registers an engine call waiting for a person: a paused session
 // is at rest while it waits, so a pending pause is acknowledged.
 func (r *runner) beginWait(register func()) {
 	r.mu.Lock()
 	register()
 	r.waiting++
-	var acks []string
-	if r.paused {
-		acks = r.takePauseAcksLocked()
-	}
-	r.mu.Unlock()
-	r.emitPauseAcks(acks)
+	r.atRestLocked()
 }
 
 func (r *runner) endWait(unregister func()) {

@@ -48,19 +48,15 @@ func newInbox(rdb *redis.Client, sessionID string, log *slog.Logger) *inbox {
 // a steering message, the ack of a control; "" for the commands answered
 // as they are handled.
 func answerOf(e protocol.Entry) string {
-	switch e.Type {
-	case protocol.CommandSteeringMessage:
+	if e.Type == protocol.CommandSteeringMessage {
 		var m protocol.SteeringMessage
 		if json.Unmarshal(e.Data, &m) != nil || m.MessageID == "" {
 			return ""
 		}
 		return delivered(m.MessageID)
-	case protocol.CommandStop:
-		return acked(protocol.EventStopAck, e.CommandID)
-	case protocol.CommandPause:
-		return acked(protocol.EventPauseAck, e.CommandID)
-	case protocol.CommandInterrupt:
-		return acked(protocol.EventInterruptAck, e.CommandID)
+	}
+	if ack, ok := protocol.AckedAtRest[e.Type]; ok {
+		return acked(ack, e.CommandID)
 	}
 	return ""
 }
@@ -85,11 +81,13 @@ func answerIn(fields map[string]any) string {
 	if json.Unmarshal([]byte(raw), &d) != nil {
 		return ""
 	}
-	switch typ {
-	case protocol.EventMessageDelivered:
+	if typ == protocol.EventMessageDelivered {
 		return delivered(d.MessageID)
-	case protocol.EventStopAck, protocol.EventPauseAck, protocol.EventInterruptAck:
-		return acked(typ, d.CommandID)
+	}
+	for _, ack := range protocol.AckedAtRest {
+		if typ == ack {
+			return acked(typ, d.CommandID)
+		}
 	}
 	return ""
 }

@@ -25,16 +25,10 @@ func (r *runner) loop(ctx context.Context) {
 			// state is the checkpoint the session goes on from.
 			end.Checkpoint = r.checkpoint(0)
 		}
-		r.mu.Lock()
-		paused := r.paused
-		if paused {
-			// The session was paused in the turn left open: that turn
-			// ends once the session is resumed, as a turn that ends
-			// during a pause does.
-			r.heldTurnEnd = &end
-		}
-		r.mu.Unlock()
-		if !paused {
+		// The session may have been paused in the turn left open: that
+		// turn then ends once the session is resumed, as a turn that ends
+		// during a pause does.
+		if !r.holdTurnEnd(&end, false) {
 			r.emitLog(end)
 		}
 	}
@@ -56,12 +50,7 @@ func (r *runner) loop(ctx context.Context) {
 			r.applyReload(ctx, rl)
 			continue
 		}
-		if r.paused {
-			acks := r.takePauseAcksLocked()
-			ch := r.changed
-			r.mu.Unlock()
-			r.emitPauseAcks(acks)
-			<-ch
+		if r.heldLocked() {
 			continue
 		}
 		if end := r.heldTurnEnd; end != nil {
@@ -174,15 +163,7 @@ func (r *runner) turn(ctx context.Context, in engine.Input) bool {
 		return true
 	}
 	if done != nil {
-		r.mu.Lock()
-		held := r.paused
-		if held {
-			r.heldTurnEnd = done
-		} else {
-			r.lastTurnEnd = done
-		}
-		r.mu.Unlock()
-		if !held {
+		if !r.holdTurnEnd(done, true) {
 			r.emitLog(*done)
 		}
 	}
@@ -299,30 +280,4 @@ func (r *runner) applyReload(ctx context.Context, rl reloadRequest) {
 	r.mu.Unlock()
 	r.log.Info("config reloaded", "model", r.sess.Model())
 	r.emitLog(protocol.ReloadConfigAck{CommandID: rl.commandID, Model: r.sess.Model(), EngineSessionID: r.sess.ID()})
-}
-
-func (r *runner) takePauseAcksLocked() []string {
-	acks := r.pauseAcks
-	r.pauseAcks = nil
-	return acks
-}
-
-func (r *runner) emitPauseAcks(ids []string) {
-	for _, id := range ids {
-		r.emitAnswer(protocol.PauseAck{CommandID: id}, acked(protocol.EventPauseAck, id))
-	}
-}
-
-func (r *runner) emitInterruptAcks(ids []string) {
-	for _, id := range ids {
-		r.emitAnswer(protocol.InterruptAck{CommandID: id}, acked(protocol.EventInterruptAck, id))
-	}
-}
-
-// percent returns used as a share of limit, 0-100, to one decimal.
-func percent(used, limit int64) float64 {
-	if limit <= 0 {
-		return 0
-	}
-	return float64(used*1000/limit) / 10
 }

@@ -25,6 +25,7 @@ type command struct {
 
 var commands = map[string]command{
 	"api":     {"serve the HTTP API (DATABASE_URL, NATS_URL; --http)", runAPI},
+	"gen":     {"write what running the workers apart needs from their declarations: nats/consumers, nats/users.conf, compose.yaml (--dir)", runGen},
 	"migrate": {"apply the database migrations (DATABASE_URL)", runMigrate},
 	"openapi": {"print the HTTP API's OpenAPI 3.1 document", runOpenAPI},
 	"relay":   {"bridge sidecar Redis streams and JetStream", runRelay},

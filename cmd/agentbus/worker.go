@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/bus/outbox"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/reactions"
@@ -40,34 +42,41 @@ type worker struct {
 	conns func() int
 	// run works until ctx ends.
 	run func(ctx context.Context, in *infra) error
-	// consumes are the durable consumers it reads, each defined in
-	// nats/consumers/<stream>/<durable>.json (which holds the filters).
+	// consumes are the durable consumers it reads, with their JetStream
+	// configs (nats/consumers/<stream>/<durable>.json is generated from
+	// them).
 	consumes []consumer
 	// publishes are the subjects its NATS user may publish on besides the
 	// JetStream API, the acks of the streams it consumes and the dead
 	// letters of its consumers.
 	publishes []string
+	// denies are subjects under publishes its NATS user may not publish on.
+	denies []string
+	// deploy is what its compose service needs beyond the common settings.
+	deploy deployment
 }
 
-// consumer names a durable consumer of a stream.
-type consumer struct{ stream, durable string }
-
 // workers is every worker there is. A new worker is one entry here: up runs
-// it, and `agentbus worker <name>` runs it alone. TestWorkersAreDeployed
-// names what its entry asks of nats/ and compose.yaml: its consumer
-// files, its NATS user with exactly the declared permissions, and its
-// compose service.
+// it, `agentbus worker <name>` runs it alone, and `agentbus gen` writes
+// what running it apart needs from the entry: its consumer files, its NATS
+// user with exactly the declared permissions, and its compose service
+// (TestGeneratedFilesAreCurrent fails when they are not written).
 var workers = map[string]worker{
 	"commands": {
 		summary: "handle AGENTS_COMMANDS: load, apply, save with the outbox, reply (AGENTBUS_COMMANDS_CONCURRENCY, default 8)",
 		needs:   needPostgres | needNATS,
 		// One per handler running at once, and one to spare.
-		conns:    func() int { n, _ := commandsConcurrency(); return n + 1 },
-		run:      runCommandsWorker,
-		consumes: []consumer{{bus.StreamCommands, cmdhandlers.Consumer}},
+		conns: func() int { n, _ := commandsConcurrency(); return n + 1 },
+		run:   runCommandsWorker,
+		consumes: []consumer{reaction(bus.StreamCommands, cmdhandlers.Consumer,
+			"The commands worker: loads the aggregate, applies the command, saves it with its events in the outbox.",
+			bus.AllCommandsFilter()).unordered().retrying(5, 10*time.Second, 30*time.Second, time.Minute, 5*time.Minute)},
 		// Results on the sender's inbox, the events it committed, and the
 		// steering message of an event that steers a running session.
 		publishes: []string{"_INBOX.>", bus.AllEventsFilter(), bus.SidecarCommandSubject("*", protocol.CommandSteeringMessage)},
+		// Activity and notifications are the acl's and notify's events.
+		denies: []string{bus.AggregateEventsFilter(feed.Aggregate), bus.AggregateEventsFilter(reactions.AggregateNotification)},
+		deploy: deployment{env: []string{`AGENTBUS_COMMANDS_CONCURRENCY: "8"`}},
 	},
 	"outbox": {
 		summary: "publish the committed outbox rows their writers did not publish to AGENTS_EVENTS",
@@ -76,6 +85,7 @@ var workers = map[string]worker{
 		conns:     func() int { return 2 },
 		run:       runOutboxWorker,
 		publishes: []string{bus.AllEventsFilter()},
+		deploy:    deployment{note: "Copies elect one active publisher (an advisory lock); another copy takes over within a second of the active one's database session ending."},
 	},
 }
 
@@ -208,42 +218,10 @@ func runWorker(ctx context.Context, args []string) error {
 	if !ok {
 		return fmt.Errorf("worker: unknown worker %q (have %s)", name, strings.Join(workerNames(), ", "))
 	}
-	log := slog.Default().With("component", "worker", "worker", name)
-
-	switch {
-	case w.needs&needPostgres != 0 && *databaseURL == "":
-		return errors.New("no Postgres: set DATABASE_URL or --database-url")
-	case w.needs&needRedis != 0 && *redisURL == "":
-		return errors.New("no Redis: set REDIS_URL or --redis-url")
-	}
-
 	in := &infra{}
 	defer in.Close()
-	var err error
-	if in.PoolMax, err = poolMax(*poolMaxArg); err != nil {
+	if err := w.open(ctx, in, name, workerURLs{*databaseURL, *natsURL, *redisURL}, *poolMaxArg, sandboxArgs); err != nil {
 		return err
-	}
-	if in.RunnerCapacity, err = runnerCapacity(os.Getenv("AGENTBUS_RUNNER_CAPACITY")); err != nil {
-		return fmt.Errorf("worker %s: AGENTBUS_RUNNER_CAPACITY: %w", name, err)
-	}
-	if in.Sandbox, err = sandboxArgs.settings(name == "runtime"); err != nil {
-		return fmt.Errorf("worker %s: %w", name, err)
-	}
-	if w.needs&needNATS != 0 {
-		if err := in.connectNATSWithEnvReplicas(ctx, *natsURL); err != nil {
-			return err
-		}
-	}
-	if w.needs&needPostgres != 0 {
-		if err := in.connectPostgres(ctx, withPoolSize(*databaseURL, poolSize(name))); err != nil {
-			return err
-		}
-		in.DatabaseURL = *databaseURL
-	}
-	if w.needs&needRedis != 0 {
-		if err := in.connectRedis(ctx, *redisURL); err != nil {
-			return err
-		}
 	}
 
 	components := []component{{name, func(ctx context.Context) error { return w.run(ctx, in) }}}
@@ -257,9 +235,47 @@ func runWorker(ctx context.Context, args []string) error {
 		srv := newHTTPServer(*httpAddr, withMetrics(mux, reg))
 		components = append(components, component{"http", func(ctx context.Context) error { return serveHTTP(ctx, srv) }})
 	}
-	log.Info("worker starting", "http", *httpAddr)
+	slog.Default().With("component", "worker", "worker", name).Info("worker starting", "http", *httpAddr)
 	if err := runComponents(ctx, components); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	return nil
+}
+
+// workerURLs are the servers a worker may connect to.
+type workerURLs struct{ database, nats, redis string }
+
+// open configures in for the worker name and connects it to what w needs.
+func (w worker) open(ctx context.Context, in *infra, name string, urls workerURLs, poolMaxArg string, sandbox *sandboxFlags) error {
+	switch {
+	case w.needs&needPostgres != 0 && urls.database == "":
+		return errors.New("no Postgres: set DATABASE_URL or --database-url")
+	case w.needs&needRedis != 0 && urls.redis == "":
+		return errors.New("no Redis: set REDIS_URL or --redis-url")
+	}
+	var err error
+	if in.PoolMax, err = poolMax(poolMaxArg); err != nil {
+		return err
+	}
+	if in.RunnerCapacity, err = runnerCapacity(os.Getenv("AGENTBUS_RUNNER_CAPACITY")); err != nil {
+		return fmt.Errorf("worker %s: AGENTBUS_RUNNER_CAPACITY: %w", name, err)
+	}
+	if in.Sandbox, err = sandbox.settings(name == "runtime"); err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	if w.needs&needNATS != 0 {
+		if err := in.connectNATSWithEnvReplicas(ctx, urls.nats); err != nil {
+			return err
+		}
+	}
+	if w.needs&needPostgres != 0 {
+		if err := in.connectPostgres(ctx, withPoolSize(urls.database, poolSize(name))); err != nil {
+			return err
+		}
+		in.DatabaseURL = urls.database
+	}
+	if w.needs&needRedis != 0 {
+		return in.connectRedis(ctx, urls.redis)
 	}
 	return nil
 }

@@ -32,12 +32,12 @@ func TestWorkersAreDeployed(t *testing.T) {
 	require.NoError(t, err)
 	users := natsUsers(t)
 	services := composeServices(t)
-	claimed := map[consumer]string{}
+	claimed := map[[2]string]string{}
 	for _, name := range workerNames() {
 		w := workers[name]
 		for _, c := range w.consumes {
 			assert.NotNil(t, defs.Consumer(c.stream, c.durable), "worker %s: no nats/consumers/%s/%s.json", name, c.stream, c.durable)
-			claimed[c] = name
+			claimed[[2]string{c.stream, c.durable}] = name
 		}
 		user, ok := users[name]
 		if assert.True(t, ok, "worker %s: no user %s in nats/users.conf", name, name) {
@@ -48,7 +48,7 @@ func TestWorkersAreDeployed(t *testing.T) {
 	}
 	for stream, cs := range defs.Consumers {
 		for _, c := range cs {
-			assert.Contains(t, claimed, consumer{stream, c.Durable}, "nats/consumers/%s/%s.json: no worker reads it", stream, c.Durable)
+			assert.Contains(t, claimed, [2]string{stream, c.Durable}, "nats/consumers/%s/%s.json: no worker reads it", stream, c.Durable)
 		}
 	}
 	for user := range users {

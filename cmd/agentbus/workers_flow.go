@@ -26,59 +26,70 @@ import (
 // run by themselves; each is one entry of the workers registry.
 func init() {
 	workers["acl"] = worker{
-		summary:   "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 9 },
-		consumes:  []consumer{{bus.StreamSidecarEvents, acl.Consumer}},
+		summary: "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 9 },
+		consumes: []consumer{reaction(bus.StreamSidecarEvents, acl.Consumer,
+			"The anti-corruption layer: turns raw sidecar events into domain commands.", bus.SidecarEventSubject("*", ">")).
+			retrying(8, rawEventsBackoff...)},
 		publishes: []string{bus.AllCommandsFilter(), bus.AggregateEventsFilter(feed.Aggregate)},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return acl.New(in.Pool, client).Run(ctx, in.JS)
 		}),
 	}
 	workers["transcript"] = worker{
-		summary:  "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
-		needs:    needPostgres | needNATS,
-		conns:    func() int { return 5 },
-		consumes: []consumer{{bus.StreamSidecarEvents, projections.Consumer}},
+		summary: "project raw sidecar events (AGENTS_SIDECAR_EVENTS) into each session's messages, tool calls, subagents and log",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 5 },
+		consumes: []consumer{reaction(bus.StreamSidecarEvents, projections.Consumer,
+			"The transcript projection: writes each session's messages, tool calls, subagents and log from its raw sidecar events.",
+			bus.SidecarEventSubject("*", ">")).retrying(8, rawEventsBackoff...)},
 		run: func(ctx context.Context, in *infra) error {
 			return projections.NewTranscript(in.Pool).Run(ctx, in.JS)
 		},
 	}
 	workers["sidecar-dispatch"] = worker{
-		summary:   "send lifecycle requests, answers and decisions to the sessions' sidecars",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.SidecarDispatchConsumer}},
+		summary: "send lifecycle requests, answers and decisions to the sessions' sidecars",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.SidecarDispatchConsumer,
+			"Sends lifecycle requests, answers and decisions to the sessions' sidecars.", reactions.SidecarDispatchFilters()...)},
 		publishes: []string{bus.SidecarCommandSubject("*", ">")},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.SidecarDispatch{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["pool"] = worker{
-		summary:   "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.PoolConsumer}},
+		summary: "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.PoolConsumer,
+			"Allocates a pool slot to each new or retried session and releases it when the session ends.",
+			reactions.PoolFilters()...)},
 		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Pool{JS: in.JS, Client: client}.Run(ctx)
 		}),
 	}
 	workers["delivery"] = worker{
-		summary:   "deliver queued and steering messages to the sidecars when the session takes them",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 4 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.DeliveryConsumer}},
+		summary: "deliver queued and steering messages to the sidecars when the session takes them",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 4 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.DeliveryConsumer,
+			"Delivers queued and steering messages when the session takes them.",
+			reactions.DeliveryFilters()...)},
 		publishes: []string{bus.SidecarCommandSubject("*", ">")},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.Delivery{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
 	workers["handoff"] = worker{
-		summary:   "continue an exhausted session in a new one of its chain, with the handoff document",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.HandoffConsumer}},
+		summary: "continue an exhausted session in a new one of its chain, with the handoff document",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.HandoffConsumer,
+			"Continues an exhausted session in a new one of its chain.",
+			reactions.HandoffFilters()...)},
 		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			limit, err := maxChainSessions()
@@ -89,20 +100,23 @@ func init() {
 		}),
 	}
 	workers["consolidate"] = worker{
-		summary:   "fold an approved consolidation session's output into its skill's instructions",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.ConsolidateConsumer}},
+		summary: "fold an approved consolidation session's output into its skill's instructions",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.ConsolidateConsumer,
+			"Folds an approved consolidation session's output into its skill.", reactions.ConsolidateFilters()...).unordered()},
 		publishes: []string{bus.AllCommandsFilter()},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.Consolidate{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
 	workers["notify"] = worker{
-		summary:   "turn completions, failures, budget and context alerts into notifications for the owner",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 2 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.NotifyConsumer}},
+		summary: "turn completions, failures, budget and context alerts into notifications for the owner",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.NotifyConsumer,
+			"Turns completions, failures, budget and context alerts into notifications.",
+			reactions.NotifyFilters()...)},
 		publishes: []string{bus.AggregateEventsFilter(reactions.AggregateNotification)},
 		run: func(ctx context.Context, in *infra) error {
 			return reactions.Notify{JS: in.JS, DB: in.Pool}.Run(ctx)
@@ -122,6 +136,10 @@ func init() {
 		needs:     needPostgres | needNATS,
 		conns:     func() int { return 2 },
 		publishes: []string{bus.AllCommandsFilter()},
+		deploy: deployment{
+			note:      "It names each session's directory under /workspace/<owner id>/scheduled/, so it mounts the workspace the runtime starts the agents in.",
+			workspace: true,
+		},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			grace, err := scheduleGrace()
 			if err != nil {
@@ -135,21 +153,30 @@ func init() {
 		}),
 	}
 	workers["autocontinue"] = worker{
-		summary:   "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
-		needs:     needPostgres | needNATS,
-		conns:     func() int { return 4 },
-		consumes:  []consumer{{bus.StreamEvents, reactions.AutoContinueConsumer}, {bus.StreamSidecarEvents, reactions.AutoContinueResultsConsumer}},
+		summary: "validate a session after each turn and continue it while validation fails (runs commands in its working directory)",
+		needs:   needPostgres | needNATS,
+		conns:   func() int { return 4 },
+		consumes: []consumer{
+			reaction(bus.StreamEvents, reactions.AutoContinueConsumer, "Auto-continue: asks the sidecar to validate a session whose turn ended.",
+				reactions.AutoContinueFilters()...),
+			reaction(bus.StreamSidecarEvents, reactions.AutoContinueResultsConsumer, "Auto-continue: continues a session whose validation failed.",
+				reactions.AutoContinueResultsFilters()...),
+		},
 		publishes: []string{bus.AllCommandsFilter()},
+		deploy:    deployment{note: "It mounts no workspace: the sessions' sidecars run the validation criteria where the agent works."},
 		run: withClient(func(ctx context.Context, in *infra, client *agentcmd.Client) error {
 			return reactions.AutoContinue{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
 	workers["relay"] = worker{
-		summary:   "bridge each session's Redis streams and JetStream",
-		needs:     needNATS | needRedis,
-		conns:     func() int { return 0 },
-		consumes:  []consumer{{bus.StreamSidecarCommands, relay.DefaultOutboundConsumer}},
+		summary: "bridge each session's Redis streams and JetStream",
+		needs:   needNATS | needRedis,
+		conns:   func() int { return 0 },
+		consumes: []consumer{reaction(bus.StreamSidecarCommands, relay.DefaultOutboundConsumer,
+			"The relay: writes each sidecar command to the session's Redis command stream.", bus.SidecarCommandSubject("*", ">")).
+			retrying(6, 5*time.Second, 10*time.Second, 30*time.Second, time.Minute, 5*time.Minute)},
 		publishes: []string{"$JS.FC.>", bus.SidecarEventSubject("*", ">"), "$KV." + relay.SessionsBucket + ".>", "$KV." + relay.MembersBucket + ".>"},
+		deploy:    deployment{service: "relay", command: "relay"},
 		run: func(ctx context.Context, in *infra) error {
 			r, err := relay.New(relay.Config{Redis: in.Redis, JetStream: in.JS})
 			if err != nil {
@@ -159,12 +186,27 @@ func init() {
 		},
 	}
 	workers["runtime"] = worker{
-		summary:  "keep one sidecar per live session, each in a sandbox of its own, placed on the runners by capacity and moved when one dies; runs a runner of this host (AGENTBUS_RUNNER_CAPACITY, default what it holds; 0 none; AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
-		needs:    needPostgres | needNATS | needRedis,
-		conns:    func() int { return 2 },
-		consumes: []consumer{{bus.StreamEvents, reactions.RuntimeConsumer}},
+		summary: "keep one sidecar per live session, each in a sandbox of its own, placed on the runners by capacity and moved when one dies; runs a runner of this host (AGENTBUS_RUNNER_CAPACITY, default what it holds; 0 none; AGENTBUS_RUNTIME=process|external, AGENTBUS_ENGINE=script|claude)",
+		needs:   needPostgres | needNATS | needRedis,
+		conns:   func() int { return 2 },
+		consumes: []consumer{reaction(bus.StreamEvents, reactions.RuntimeConsumer,
+			"Starts and stops the sessions' sidecar processes.",
+			reactions.RuntimeFilters()...)},
 		publishes: []string{bus.AllCommandsFilter(), "$KV." + relay.SessionsBucket + ".>",
 			"$KV." + runners.RunnersBucket + ".>", "$KV." + runners.AssignmentsBucket + ".>"},
+		deploy: deployment{
+			note: "Sessions work under /workspace/<owner id>/, the host's $AGENTBUS_WORKSPACE (./workspace by default). " +
+				"Each sidecar runs in a bubblewrap sandbox made of user namespaces, which Docker's default seccomp and AppArmor profiles " +
+				"refuse in a container, hence its security_opt; the host must allow unprivileged user namespaces (on Ubuntu 24.04, " +
+				"kernel.apparmor_restrict_unprivileged_userns=0). Without them the worker refuses to start and says why; " +
+				"AGENTBUS_UNSANDBOXED=1 runs the agents unconfined instead. " +
+				"It places the sessions on the runners below and runs no sidecar itself (AGENTBUS_RUNNER_CAPACITY 0); " +
+				"the runners read the checkpoint stores it writes, in the checkpoints volume.",
+			env:         []string{"AGENTBUS_DATA_DIR: /data", `AGENTBUS_RUNNER_CAPACITY: "0"`},
+			workspace:   true,
+			volumes:     []string{`&checkpoints "checkpoints:/data/checkpoints"`},
+			securityOpt: []string{"seccomp=unconfined", "apparmor=unconfined"},
+		},
 		run: runRuntimeWorker,
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/handlers/webhooks"
 )
@@ -22,8 +24,18 @@ func init() {
 		// The enqueuer's handlers, the dispatcher's listener and polls,
 		// and the endpoints' loops, which take a connection only to claim
 		// and to record.
-		conns:    func() int { return 8 },
-		consumes: []consumer{{bus.StreamEvents, webhooks.Consumer}},
+		conns: func() int { return 8 },
+		// One unacknowledged at a time: a crashed worker's event comes back
+		// before later ones.
+		consumes: []consumer{reaction(bus.StreamEvents, webhooks.Consumer,
+			"Enqueues a delivery of each session event for every webhook of its owner that wants it.", webhooks.FilterSubject).
+			with(func(c *jetstream.ConsumerConfig) {
+				c.FilterSubjects, c.FilterSubject, c.MaxAckPending = []string{c.FilterSubject}, "", 1
+			})},
+		deploy: deployment{
+			note: "Its links to sessions name the API at AGENTBUS_API_URL.",
+			env:  []string{"AGENTBUS_API_URL: ${AGENTBUS_PUBLIC_URL:-http://localhost:8080}"},
+		},
 		run: func(ctx context.Context, in *infra) error {
 			cfg, err := webhookConfig()
 			if err != nil {

@@ -85,7 +85,7 @@ func (a AutoContinue) Run(ctx context.Context) error {
 		errs <- bus.Run(ctx, a.JS, bus.RunnerConfig{
 			Stream: bus.StreamSidecarEvents, Consumer: AutoContinueResultsConsumer, Handler: a.HandleResult,
 			Concurrency: 4, OrderKey: bus.BySubject,
-			FilterSubjects: []string{bus.SidecarEventSubject("*", protocol.EventValidationResult)},
+			FilterSubjects: AutoContinueResultsFilters(),
 		})
 	}()
 	err := <-errs

@@ -45,7 +45,7 @@ type Consolidate struct {
 func (c Consolidate) Run(ctx context.Context) error {
 	return bus.Run(ctx, c.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: ConsolidateConsumer, Handler: c.Handle,
-		Concurrency: 2, FilterSubjects: []string{bus.EventFilter(domain.AgentSessionApprovedEvent{})},
+		Concurrency: 2, FilterSubjects: ConsolidateFilters(),
 	})
 }
 

@@ -2,8 +2,6 @@ package reactions
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,15 +43,9 @@ type Pool struct {
 
 // Run consumes the session events until ctx ends.
 func (p Pool) Run(ctx context.Context) error {
-	var filters []string
-	for _, events := range []map[string]bool{waitingEvents, endingEvents} {
-		for _, typ := range slices.Sorted(maps.Keys(events)) {
-			filters = append(filters, bus.EventSubject(domain.AggregateSession, "*", typ))
-		}
-	}
 	return bus.Run(ctx, p.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: PoolConsumer, Handler: p.Handle,
-		Concurrency: 4, OrderKey: bus.BySubject, FilterSubjects: filters,
+		Concurrency: 4, OrderKey: bus.BySubject, FilterSubjects: PoolFilters(),
 	})
 }
 

@@ -104,8 +104,7 @@ func (r Runtime) Run(ctx context.Context) error {
 	return bus.Run(ctx, r.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: RuntimeConsumer, Handler: r.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
-		FilterSubjects: []string{bus.EventFilter(domain.SessionAllocatedEvent{}), bus.EventFilter(domain.SessionReleasedEvent{}),
-			bus.EventFilter(domain.SessionCancelRequestedEvent{}), bus.EventFilter(domain.SessionRewoundEvent{})},
+		FilterSubjects: RuntimeFilters(),
 	})
 }
 

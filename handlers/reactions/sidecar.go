@@ -81,7 +81,7 @@ func (d SidecarDispatch) Run(ctx context.Context) error {
 	return bus.Run(ctx, d.JS, bus.RunnerConfig{
 		Stream: bus.StreamEvents, Consumer: SidecarDispatchConsumer, Handler: d.Handle,
 		Concurrency: 4, OrderKey: bus.BySubject,
-		FilterSubjects: []string{bus.AggregateEventsFilter(domain.AggregateSession)},
+		FilterSubjects: SidecarDispatchFilters(),
 	})
 }
 

@@ -22,7 +22,6 @@ const (
 // exception that is within the limits again.
 var notYetSplit = map[string]bool{
 	// Being split where they are changed at the same time.
-	"cmd/agentbus/worker.go: runWorker":  true,
 	"cmd/agentbus/workers_flow.go: init": true,
 	"sidecar/loop.go: (*runner).loop":    true,
 	"sidecar/loop.go: (*runner).turn":    true,

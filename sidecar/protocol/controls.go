@@ -27,6 +27,12 @@ var ControlCommandTypes = []string{CommandInterrupt, CommandPause, CommandResume
 // AckTypes lists the ack event types, in the order README.md documents them.
 var AckTypes = []string{EventInterruptAck, EventPauseAck, EventResumeAck, EventStopAck, EventReloadConfigAck}
 
+// AckedAtRest are the controls whose command stays unanswered until the
+// agent is at rest (a turn cut short, a safe point reached, the agent
+// stopped), with the type of the ack that answers each then; the others
+// are acknowledged as they are handled.
+var AckedAtRest = map[string]string{CommandInterrupt: EventInterruptAck, CommandPause: EventPauseAck, CommandStop: EventStopAck}
+
 // controlData are the data types of the control commands and their acks.
 var controlData = map[string]func() any{
 	CommandInterrupt:     func() any { return &Interrupt{} },
