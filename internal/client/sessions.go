@@ -276,12 +276,17 @@ type Checkpoint struct {
 	LastMessage  string    `json:"lastMessage"`
 	Snapshot     string    `json:"snapshot"`
 	Rewound      bool      `json:"rewound"`
+	Pruned       bool      `json:"pruned"`
+	Bytes        int64     `json:"bytes"`
+	AddedBytes   int64     `json:"addedBytes"`
 }
 
 // CheckpointList is a session's checkpoints, oldest first.
 type CheckpointList struct {
-	SessionID string       `json:"sessionId"`
-	Items     []Checkpoint `json:"items"`
+	SessionID  string       `json:"sessionId"`
+	Items      []Checkpoint `json:"items"`
+	Kept       int          `json:"kept"`
+	StoreBytes int64        `json:"storeBytes"`
 }
 
 // Checkpoints lists the session's checkpoints.

@@ -77,6 +77,8 @@ func (l *Launcher) StartSession(ctx context.Context, cfg protocol.Config, apiKey
 			return Handle{}, fmt.Errorf("launcher: %w", err)
 		}
 		cfg.CheckpointStore = store
+		cfg.CheckpointKeep = l.cfg.CheckpointRetention.Keep
+		cfg.CheckpointMaxAgeSeconds = int64(l.cfg.CheckpointRetention.MaxAge / time.Second)
 		if l.cfg.Sandbox != nil {
 			cfg.CheckpointStore = checkpointsInside
 		}

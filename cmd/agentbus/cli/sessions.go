@@ -327,15 +327,37 @@ func sessionsCheckpoints(e *env, fs *flag.FlagSet, args []string) error {
 	if e.json {
 		return e.printJSON(list.JSON)
 	}
-	t := newTable(e.out, "TURN", "WHEN", "FILES", "SNAPSHOT", "LAST MESSAGE")
+	t := newTable(e.out, "TURN", "WHEN", "FILES", "SIZE", "ADDED", "SNAPSHOT", "LAST MESSAGE")
 	for _, c := range list.Value.Items {
 		turn := fmt.Sprint(c.Turn)
 		if c.Rewound {
 			turn += " (rewound)"
 		}
-		t.row(turn, when(c.RecordedAt), fmt.Sprint(c.FilesChanged), oneLine(c.Snapshot, 12), oneLine(c.LastMessage, 60))
+		snapshot := oneLine(c.Snapshot, 12)
+		if c.Pruned {
+			turn, snapshot = turn+" (pruned)", "pruned"
+		}
+		t.row(turn, when(c.RecordedAt), fmt.Sprint(c.FilesChanged), byteSize(c.Bytes), byteSize(c.AddedBytes), snapshot,
+			oneLine(c.LastMessage, 60))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.out, "%d of %d kept, store %s\n", list.Value.Kept, len(list.Value.Items), byteSize(list.Value.StoreBytes))
+	return err
+}
+
+// byteSize writes n bytes for a reader: 512 B, 4.0 KiB, 1.5 MiB.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v, i = v/unit, i+1
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
 }
 
 // turnArg reads a checkpoint's turn from the command line.

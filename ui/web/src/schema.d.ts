@@ -381,7 +381,7 @@ export interface paths {
         };
         /**
          * List a session's checkpoints
-         * @description The state the session had at the end of each turn: its working directory's snapshot and where its agent's conversation stood. Fork or rewind the session at one of them.
+         * @description The state the session had at the end of each turn: its working directory's snapshot and where its agent's conversation stood. Fork or rewind the session at one of them. The runtime's retention policy (AGENTBUS_CHECKPOINT_KEEP, AGENTBUS_CHECKPOINT_MAX_AGE) prunes old ones from the store: they stay listed, marked pruned. Sizes show what each checkpoint and the store take.
          */
         get: operations["get-session-checkpoints"];
         put?: never;
@@ -463,7 +463,7 @@ export interface paths {
         put?: never;
         /**
          * Fork a session at a checkpoint
-         * @description Creates a new session (Queued until a pool slot is free, like any start) whose working directory is a new copy of the checkpoint's snapshot and whose agent goes on from the conversation as it stood at that checkpoint. The parent is untouched.
+         * @description Creates a new session (Queued until a pool slot is free, like any start) whose working directory is a new copy of the checkpoint's snapshot and whose agent goes on from the conversation as it stood at that checkpoint. The parent is untouched. A checkpoint the retention policy pruned answers 409.
          */
         post: operations["fork-session"];
         delete?: never;
@@ -847,7 +847,7 @@ export interface paths {
         put?: never;
         /**
          * Rewind a session to a checkpoint
-         * @description Takes an Idle, Paused or Interrupted session back to a checkpoint: its working directory and its agent's conversation are restored. What came after stays in the transcript (the later checkpoints are marked rewound) and the metrics keep what it cost.
+         * @description Takes an Idle, Paused or Interrupted session back to a checkpoint: its working directory and its agent's conversation are restored. What came after stays in the transcript (the later checkpoints are marked rewound) and the metrics keep what it cost. A checkpoint the retention policy pruned answers 409.
          */
         post: operations["rewind-session"];
         delete?: never;
@@ -2068,6 +2068,18 @@ export interface components {
         Checkpoint: {
             /**
              * Format: int64
+             * @description The size of the files the turn added or changed, in bytes: about what the checkpoint added to the store before compression.
+             * @example 2048
+             */
+            addedBytes: number;
+            /**
+             * Format: int64
+             * @description The size of the snapshot's files, in bytes (0 when its sidecar did not measure it).
+             * @example 48213
+             */
+            bytes: number;
+            /**
+             * Format: int64
              * @description The activity cursor of the turn's end: the activity up to it is what the checkpoint had.
              * @example 1042
              */
@@ -2088,6 +2100,11 @@ export interface components {
              * @example The retries are in place.
              */
             lastMessage: string;
+            /**
+             * @description The retention policy dropped the checkpoint's snapshot from the store: it is listed, but can no longer be forked or rewound to (409).
+             * @example false
+             */
+            pruned: boolean;
             /**
              * Format: date-time
              * @description When the turn ended.
@@ -2117,14 +2134,26 @@ export interface components {
             turn: number;
         };
         CheckpointList: {
-            /** @description The checkpoints, oldest first. */
+            /** @description The checkpoints, oldest first, the pruned ones included. */
             items: components["schemas"]["Checkpoint"][];
+            /**
+             * Format: int64
+             * @description How many of them are still in the store (not pruned).
+             * @example 5
+             */
+            kept: number;
             /**
              * Format: uuid
              * @description The session's id.
              * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
              */
             sessionId: string;
+            /**
+             * Format: int64
+             * @description The size on disk of the session's checkpoint store, in bytes, as measured after its newest checkpoint and the retention's pruning.
+             * @example 1048576
+             */
+            storeBytes: number;
         };
         ConsolidateSkillRequest: {
             /**
@@ -3561,6 +3590,11 @@ export interface components {
              */
             retryInstruction?: string;
             /**
+             * @description The runner whose host runs the session's sidecar, while one is assigned.
+             * @example host-a
+             */
+            runner?: string;
+            /**
              * Format: date-time
              * @description When the session started running.
              * @example 2026-03-01T09:00:05Z
@@ -3606,6 +3640,11 @@ export interface components {
             version: number;
             /** @description What the session waits for and since when: a pool slot, the model, a tool call, a safe point, your decision, answer, review or message. None once it ended. */
             waitingFor?: components["schemas"]["WaitingFor"];
+            /**
+             * @description Whether the session holds a pool slot but waits for a runner with room for its sidecar; it starts as soon as one frees.
+             * @example false
+             */
+            waitingForRunner: boolean;
             /**
              * @description The absolute path the agent works in.
              * @example /home/bruno/src/shop
