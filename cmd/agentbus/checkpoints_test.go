@@ -276,3 +276,57 @@ func TestRetentionKeepsTheNewestCheckpointsAndShowsTheirStorage(t *testing.T) {
 	u.Must(http.MethodPost, base+"/rewind", map[string]any{"checkpoint": 3}, &s)
 	u.waitFiles(dir, filesAfterTurn[3], "a kept checkpoint rewinds")
 }
+
+// TestADiffOfTwoCheckpointsShowsTheFilesAndTheirChanges runs the files
+// scenario through `up` and compares its turns 1 and 3 over the API and
+// the command line, and answers invalid requests with a problem.
+func TestADiffOfTwoCheckpointsShowsTheFilesAndTheirChanges(t *testing.T) {
+	u := startUpWithRuntime(t)
+	dir := filepath.Join(u.workspace, u.owner, "project-"+uuid.NewString()[:8])
+	id := u.start(map[string]any{"workingDirectory": dir, "objective": "Build the project [scenario:files]"})
+	u.waitReview(id)
+	require.Eventually(t, func() bool { return len(u.checkpoints(id)) == 3 }, 2*wait, 50*time.Millisecond, "three checkpoints")
+
+	type fileDiff struct {
+		Path     string `json:"path"`
+		Status   string `json:"status"`
+		OldBytes int64  `json:"oldBytes"`
+		NewBytes int64  `json:"newBytes"`
+		Patch    string `json:"patch"`
+	}
+	var diff struct {
+		From  int        `json:"from"`
+		To    int        `json:"to"`
+		Files []fileDiff `json:"files"`
+	}
+	base := "/api/agents/sessions/" + id + "/checkpoints/diff"
+	u.Must(http.MethodGet, base+"?from=1&to=3", nil, &diff)
+	assert.Equal(t, 1, diff.From)
+	assert.Equal(t, 3, diff.To)
+	one, three := filesAfterTurn[1], filesAfterTurn[3]
+	assert.Equal(t, []fileDiff{
+		{Path: "README.md", Status: "changed", OldBytes: int64(len(one["README.md"])), NewBytes: int64(len(three["README.md"])),
+			Patch: "@@ -1,3 +1,3 @@\n # Project\n \n-turn one\n+turn three\n"},
+		{Path: "cmd/app.go", Status: "added", NewBytes: int64(len(three["cmd/app.go"])), Patch: "@@ -0,0 +1 @@\n+package main\n"},
+		{Path: "pkg/util.go", Status: "added", NewBytes: int64(len(three["pkg/util.go"])), Patch: "@@ -0,0 +1 @@\n+package pkg\n"},
+		{Path: "src/main.go", Status: "removed", OldBytes: int64(len(one["src/main.go"])),
+			Patch: "@@ -1,3 +0,0 @@\n-package main\n-\n-func main() {}\n"},
+	}, diff.Files)
+	u.Must(http.MethodGet, base+"?from=3&to=3", nil, &diff)
+	assert.Empty(t, diff.Files)
+
+	c := &cliUnderTest{t: t, bin: buildAgentbus(t), api: u.base, token: u.token}
+	out := c.must("sessions", "diff", id, "1", "2")
+	assert.Contains(t, out, "added")
+	assert.Contains(t, out, "pkg/util.go")
+	assert.Contains(t, out, "+turn two")
+	c.fails(2, "TURN", "sessions", "diff", id, "one", "2")
+
+	var problem map[string]any
+	for query, status := range map[string]int{"from=x&to=1": 422, "from=-1&to=1": 422, "from=1": 422, "from=1&to=9": 404} {
+		assert.Equal(t, status, u.Call(http.MethodGet, base+"?"+query, nil, &problem), query)
+	}
+	assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, "/api/agents/sessions/"+uuid.NewString()+"/checkpoints/diff?from=1&to=2", nil, nil))
+	otherID, _ := u.OtherOwnerSession(runtimeSecret, u.workspace, "not yours")
+	assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, "/api/agents/sessions/"+otherID+"/checkpoints/diff?from=1&to=1", nil, nil))
+}

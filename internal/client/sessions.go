@@ -289,6 +289,30 @@ type CheckpointList struct {
 	StoreBytes int64        `json:"storeBytes"`
 }
 
+// FileDiff is how one file differs between two checkpoints.
+type FileDiff struct {
+	Path     string `json:"path"`
+	Status   string `json:"status"`
+	OldBytes int64  `json:"oldBytes"`
+	NewBytes int64  `json:"newBytes"`
+	Binary   bool   `json:"binary"`
+	Patch    string `json:"patch"`
+	Omitted  string `json:"omitted"`
+}
+
+// CheckpointDiff is what changed between two checkpoints.
+type CheckpointDiff struct {
+	From  int        `json:"from"`
+	To    int        `json:"to"`
+	Files []FileDiff `json:"files"`
+}
+
+// CheckpointDiff compares the session's checkpoints of turns from and to.
+func (c *Client) CheckpointDiff(ctx context.Context, id string, from, to int) (Answer[CheckpointDiff], error) {
+	q := url.Values{"from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)}}
+	return call[CheckpointDiff](ctx, c, http.MethodGet, sessionPath(id, "checkpoints", "diff")+"?"+q.Encode(), nil)
+}
+
 // Checkpoints lists the session's checkpoints.
 func (c *Client) Checkpoints(ctx context.Context, id string) (Answer[CheckpointList], error) {
 	return call[CheckpointList](ctx, c, http.MethodGet, sessionPath(id, "checkpoints"), nil)

@@ -392,6 +392,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/sessions/{id}/checkpoints/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compare two of a session's checkpoints
+         * @description The files added, removed and changed in the working directory from one checkpoint to another (each named by its turn), with their sizes and the unified diff of each text file, within 256 KiB of diffs in all. The API reads the session's checkpoint store on its own host (where `up` keeps it): 503 where it is not there. A pruned checkpoint answers 409.
+         */
+        get: operations["get-session-checkpoint-diff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/sessions/{id}/close": {
         parameters: {
             query?: never;
@@ -2132,6 +2152,70 @@ export interface components {
              * @example 2
              */
             turn: number;
+        };
+        CheckpointDiff: {
+            /** @description The files added, removed or changed, in path order. */
+            files: components["schemas"]["CheckpointFileDiff"][];
+            /**
+             * Format: int64
+             * @description The first checkpoint's turn.
+             * @example 1
+             */
+            from: number;
+            /**
+             * Format: uuid
+             * @description The session's id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            sessionId: string;
+            /**
+             * Format: int64
+             * @description The second checkpoint's turn.
+             * @example 3
+             */
+            to: number;
+        };
+        CheckpointFileDiff: {
+            /**
+             * @description Git takes it for a binary file: no text diff.
+             * @example false
+             */
+            binary: boolean;
+            /**
+             * Format: int64
+             * @description Its size at the second checkpoint, in bytes (0 when removed).
+             * @example 134
+             */
+            newBytes: number;
+            /**
+             * Format: int64
+             * @description Its size at the first checkpoint, in bytes (0 when added).
+             * @example 120
+             */
+            oldBytes: number;
+            /**
+             * @description Why a text file has no patch: the diffs' size bound (256 KiB in all) was reached.
+             * @example the diff's size bound was reached
+             */
+            omitted?: string;
+            /**
+             * @description The unified diff of a text file (its hunks); empty for a binary file or one past the bound.
+             * @example @@ -1 +1 @@
+             *     -turn one
+             *     +turn two
+             */
+            patch: string;
+            /**
+             * @description The file's path in the working directory.
+             * @example src/main.go
+             */
+            path: string;
+            /**
+             * @description What became of the file.
+             * @example changed
+             * @enum {string}
+             */
+            status: "added" | "removed" | "changed";
         };
         CheckpointList: {
             /** @description The checkpoints, oldest first, the pruned ones included. */
@@ -9863,6 +9947,88 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-session-checkpoint-diff": {
+        parameters: {
+            query: {
+                /** @description The turn of the checkpoint to compare from. */
+                from: number;
+                /** @description The turn of the checkpoint to compare to. */
+                to: number;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointDiff"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
