@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/schedule"
+	"github.com/agentbus/agentbus/domain/schedule"
 )
 
 // The response shapes of skills and templates, and what they share: MCP

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // ChainSummary is one chain of a list (SessionChainSummaryDto).

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // ForkedFrom links a fork to the checkpoint it started from.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbus/agentbus/feed"
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/bus/feed"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // DevJWTSecret is the HS256 secret of `agentbus api --dev` and `agentbus

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/internal/jsontext"
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // FuzzRequestDecoding sends any body to the command endpoints of people

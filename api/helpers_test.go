@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 func TestMain(m *testing.M) {

@@ -33,7 +33,7 @@ import (
 	"github.com/agentbus/agentbus/api/docsui"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/health"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // Deps are the services the API reads from and writes to. A nil dependency

@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbus/agentbus/command"
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/domain"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/workspace"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // sessionNamespace derives a new session's id from the id of the command

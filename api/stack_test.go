@@ -23,8 +23,8 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/internal/workspace"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // stack is the API over HTTP on the real pipeline: a fresh Postgres

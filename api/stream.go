@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/feed"
+	"github.com/agentbus/agentbus/bus/feed"
 )
 
 // SessionOwners tells whose a session is; the live stream of a session is

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/feed"
+	"github.com/agentbus/agentbus/bus/feed"
 )
 
 // streamSpec says what one live stream reads.

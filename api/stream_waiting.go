@@ -7,9 +7,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/feed"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // StreamWaiting is what the session waits for now (SSE event `waiting`),

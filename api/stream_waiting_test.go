@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/feed"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // The stream tells what a session waits for from the tool items it

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // WaitingKind names what a session waits for.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/feed"
+	"github.com/agentbus/agentbus/bus/feed"
 )
 
 // Item is one item of a session's live feed, as the SSE stream carries

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentbus/agentbus/feed"
+	"github.com/agentbus/agentbus/bus/feed"
 )
 
 // SSEFeed follows a session's feed over the HTTP API's live stream

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agentbus/agentbus/outbox"
+	"github.com/agentbus/agentbus/bus/outbox"
 )
 
 // OutboxMessage is one event written in an aggregate's transaction and

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/bus/outbox"
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 

@@ -107,7 +107,7 @@ func TestMessageHistoryMigrationMovesSettledMessages(t *testing.T) {
 		msg(2, domain.MessageCancelled), msg(3, domain.MessagePending), msg(4, domain.MessageDelivered)}
 	raw, err := json.Marshal(map[string]any{"messages": old})
 	require.NoError(t, err)
-	script, err := os.ReadFile("../migrations/012_message_history.sql")
+	script, err := os.ReadFile("migrations/012_message_history.sql")
 	require.NoError(t, err)
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// The database as it was before: queues held every message.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 

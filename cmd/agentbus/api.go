@@ -15,7 +15,7 @@ import (
 	wsdoor "github.com/agentbus/agentbus/doors/ws"
 	commandsworker "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/health"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // newAPI builds the HTTP API on in's connections: commands go to the

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
-	feedpkg "github.com/agentbus/agentbus/feed"
+	feedpkg "github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/relay"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/agentbus/agentbus/internal/credentials"
 	"github.com/agentbus/agentbus/internal/health"
 	"github.com/agentbus/agentbus/internal/localserver"
-	"github.com/agentbus/agentbus/internal/workspace"
 	natsconf "github.com/agentbus/agentbus/nats"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // infra holds the connections every component needs, and whatever private

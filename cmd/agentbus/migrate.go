@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres/migrations"
 )
 
 func runMigrate(ctx context.Context, args []string) error {

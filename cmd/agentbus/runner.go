@@ -17,9 +17,9 @@ import (
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/internal/credentials"
-	"github.com/agentbus/agentbus/runners"
 	"github.com/agentbus/agentbus/sidecar/engine/claude"
 	"github.com/agentbus/agentbus/sidecar/launcher"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // sidecarMemory is the memory a sidecar is counted at when a runner's

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/internal/credentials"
-	"github.com/agentbus/agentbus/runners"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // runnerRow is one runner as `agentbus runners` shows it.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus/bustest"
-	"github.com/agentbus/agentbus/runners"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // TestRunnersListsEachRunnerWithItsSessions lists two runners, one of

@@ -20,7 +20,7 @@ import (
 	"github.com/agentbus/agentbus/doors"
 	"github.com/agentbus/agentbus/doors/localsocket"
 	"github.com/agentbus/agentbus/internal/credentials"
-	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres/migrations"
 )
 
 // devUserID is the user of the development token that up prints.

@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/feed"
 	agentcmd "github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/handlers/acl"
 	cmdhandlers "github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/projections"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/relay"
-	"github.com/agentbus/agentbus/runners"
 	"github.com/agentbus/agentbus/sidecar/engine/claude"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // The workers that turn raw events into state and make the session flows

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/doors"
-	"github.com/agentbus/agentbus/feed"
 )
 
 // Translate is the outbound message of a feed item (seed 002's types:

@@ -3,9 +3,9 @@ package ws
 import (
 	"encoding/json"
 
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/doors"
-	"github.com/agentbus/agentbus/feed"
 )
 
 // Translate names a feed item's message and its data: the agent's text

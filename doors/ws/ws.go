@@ -20,7 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/api"
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/doors"
 )
 

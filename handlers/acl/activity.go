@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // recordActivity appends one activity item, keyed by the raw event's

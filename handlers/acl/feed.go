@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/feed"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/feed"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 

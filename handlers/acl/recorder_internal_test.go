@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/bus/feed"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/feed"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/postgres"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/command"
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )

@@ -25,15 +25,15 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/bus/outbox"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/internal/localserver"
 	"github.com/agentbus/agentbus/internal/proccpu"
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/migrations"
-	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
+	"github.com/agentbus/agentbus/postgres/migrations"
 )
 
 // benchSenders is how many callers send commands at once.

@@ -24,9 +24,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/outbox"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/internal/jsontext"
-	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbus/agentbus/command"
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
 )

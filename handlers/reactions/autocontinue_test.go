@@ -18,7 +18,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/reactions"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 

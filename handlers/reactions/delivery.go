@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/bus/outbox"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/outbox"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )

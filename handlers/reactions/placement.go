@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/queries"
-	"github.com/agentbus/agentbus/runners"
+	"github.com/agentbus/agentbus/postgres/queries"
 	"github.com/agentbus/agentbus/sidecar/launcher"
+	"github.com/agentbus/agentbus/sidecar/runners"
 )
 
 // stopWait bounds how long a release waits for the runner to stop the

@@ -20,12 +20,12 @@ import (
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/workspace"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 	"github.com/agentbus/agentbus/relay"
 	"github.com/agentbus/agentbus/sidecar/launcher"
 	"github.com/agentbus/agentbus/sidecar/protocol"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // RuntimeConsumer is the durable consumer of the runtime reaction.

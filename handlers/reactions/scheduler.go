@@ -13,10 +13,10 @@ import (
 
 	"github.com/agentbus/agentbus/command"
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/schedule"
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/domain/schedule"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 const (

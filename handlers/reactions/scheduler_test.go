@@ -16,7 +16,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/handlers/commands"
 	"github.com/agentbus/agentbus/handlers/reactions"
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 // clock is a time the test moves by hand.

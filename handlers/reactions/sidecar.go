@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/bus"
-	"github.com/agentbus/agentbus/control"
+	"github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
 	"github.com/agentbus/agentbus/sidecar/protocol"

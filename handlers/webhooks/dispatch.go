@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 // dispatch runs one delivery loop per endpoint with due deliveries, so a

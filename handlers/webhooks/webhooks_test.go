@@ -15,7 +15,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/webhooks"
 	"github.com/agentbus/agentbus/internal/webhooktest"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 var (

@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/internal/localserver"
-	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres/migrations"
 )
 
 const templateDB = "agentbus_template"

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/internal/testenv"
-	"github.com/agentbus/agentbus/migrations"
+	"github.com/agentbus/agentbus/postgres/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	ctl "github.com/agentbus/agentbus/control"
+	ctl "github.com/agentbus/agentbus/command/control"
 	"github.com/agentbus/agentbus/internal/client"
 )
 

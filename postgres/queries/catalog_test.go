@@ -14,7 +14,7 @@ import (
 	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/internal/testenv"
 	"github.com/agentbus/agentbus/postgres"
-	"github.com/agentbus/agentbus/queries"
+	"github.com/agentbus/agentbus/postgres/queries"
 )
 
 var c0 = time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)

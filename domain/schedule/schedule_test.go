@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/domain"
-	"github.com/agentbus/agentbus/internal/schedule"
+	"github.com/agentbus/agentbus/domain/schedule"
 )
 
 var berlin = mustZone("Europe/Berlin")

@@ -25,7 +25,7 @@
 // A new control, say compact answered by compact_ack, is written in six
 // files and wired by none:
 //
-//   - control/controls.go: its row.
+//   - command/control/controls.go: its row.
 //   - command/sessions.go: its request and confirm command names.
 //   - domain/session_control.go: the session's RequestCompact and
 //     ConfirmCompacted, with their operations, sidecar command name and

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/internal/workspace"
+	"github.com/agentbus/agentbus/sidecar/workspace"
 )
 
 func TestResolveConfinesEachOwnerToTheirDirectory(t *testing.T) {
