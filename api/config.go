@@ -79,6 +79,12 @@ type Config struct {
 	// owner's sessions work under <Workspace>/<owner id>/. Required.
 	Workspace workspace.Root
 
+	// CheckpointDir holds the sessions' checkpoint stores,
+	// <CheckpointDir>/<session id>.git, as the runtime on this host keeps
+	// them: the checkpoint diff reads them there. Empty, or a store not
+	// there, answers 503 on the diff.
+	CheckpointDir string
+
 	// CommandTimeout is how long a command endpoint waits for the
 	// command's result before answering 504 (the command still runs);
 	// default 10s.

@@ -162,6 +162,7 @@ func (s *Server) addRoutes(api huma.API) {
 	s.addAgentRoutes(api)
 	s.addTranscriptRoutes(api)
 	s.addCheckpointRoutes(api)
+	s.addCheckpointDiffRoute(api)
 	s.addChainRoutes(api)
 	s.addTemplateRoutes(api)
 	s.addSkillRoutes(api)

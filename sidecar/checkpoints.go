@@ -26,20 +26,43 @@ func (r *runner) checkpoint(n int) *protocol.Checkpoint {
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
 	defer cancel()
 	started := time.Now()
-	snap, err := checkpoint.Store{Dir: cfg.CheckpointStore}.Take(ctx, cfg.WorkingDirectory, fmt.Sprintf("turn %d", turn))
+	store := checkpoint.Store{Dir: cfg.CheckpointStore}
+	snap, err := store.Take(ctx, cfg.WorkingDirectory, fmt.Sprintf("turn %d", turn))
 	if err != nil {
 		r.log.Error("checkpoint not taken", "turn", turn, "error", err)
 		return nil
 	}
 	cp := &protocol.Checkpoint{Turn: turn, Commit: snap.Commit, Tree: snap.Tree, FilesChanged: snap.FilesChanged,
-		EngineSessionID: r.sess.ID()}
+		EngineSessionID: r.sess.ID(), Bytes: snap.Bytes, AddedBytes: snap.AddedBytes}
 	if p, ok := r.sess.(engine.Positioner); ok {
 		cp.Position = p.Position()
 	}
 	r.keepTranscript(ctx, cfg.CheckpointStore)
+	r.retain(ctx, store, cp)
 	r.log.Info("checkpoint taken", "turn", turn, "commit", snap.Commit, "files_changed", snap.FilesChanged,
-		"took", time.Since(started))
+		"bytes", snap.Bytes, "store_bytes", cp.StoreBytes, "pruned", len(cp.Pruned), "took", time.Since(started))
 	return cp
+}
+
+// retain prunes the checkpoints the retention policy no longer keeps and
+// records in cp which it pruned and the store's size after; a failure is
+// logged and leaves the store as it was (or pruned in part: what was
+// pruned is still reported).
+func (r *runner) retain(ctx context.Context, store checkpoint.Store, cp *protocol.Checkpoint) {
+	cfg := r.config()
+	policy := checkpoint.Retention{Keep: cfg.CheckpointKeep, MaxAge: time.Duration(cfg.CheckpointMaxAgeSeconds) * time.Second}
+	if policy != (checkpoint.Retention{}) {
+		pruned, err := store.Prune(ctx, policy, time.Now())
+		cp.Pruned = pruned
+		if err != nil {
+			r.log.Error("checkpoints not pruned", "error", err)
+		}
+	}
+	n, err := store.DiskBytes()
+	if err != nil {
+		r.log.Error("checkpoint store not measured", "error", err)
+	}
+	cp.StoreBytes = n
 }
 
 // keepTranscript keeps a copy of the engine's conversation in the store,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,7 +63,17 @@ func newAPI(ctx context.Context, in *infra, checks *health.Checks, jwtSecret str
 	if err := reg.Register(&runners.Collector{Store: places}); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
-	srv, err := api.New(withTraceURL(withMCPPolicy(withJWTClaims(api.Config{JWTSecret: jwtSecret, Workspace: ws}))), api.Deps{
+	// Where the runtime of this host keeps the checkpoint stores (dirsOf),
+	// read, never made, here.
+	dataDir := in.DataDir
+	if dataDir == "" {
+		dataDir = envOr("AGENTBUS_DATA_DIR", ".agentbus")
+	}
+	if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return nil, err
+	}
+	cfg := api.Config{JWTSecret: jwtSecret, Workspace: ws, CheckpointDir: filepath.Join(dataDir, "checkpoints")}
+	srv, err := api.New(withTraceURL(withMCPPolicy(withJWTClaims(cfg))), api.Deps{
 		Runners:       places,
 		AgentKeys:     store,
 		SessionOwners: store,

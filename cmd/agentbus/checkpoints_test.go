@@ -46,6 +46,9 @@ type checkpointItem struct {
 	Rewound      bool   `json:"rewound"`
 	Snapshot     string `json:"snapshot"`
 	Tree         string `json:"tree"`
+	Pruned       bool   `json:"pruned"`
+	Bytes        int64  `json:"bytes"`
+	AddedBytes   int64  `json:"addedBytes"`
 }
 
 func (u *upUnderTest) checkpoints(id string) []checkpointItem {
@@ -209,4 +212,121 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		u.waitReview(started.Session.ID)
 		u.waitFiles(started.Session.WorkingDirectory, filesAfterTurn[3], "a fork with an objective runs it from turn 2")
 	})
+}
+
+// TestRetentionKeepsTheNewestCheckpointsAndShowsTheirStorage runs a
+// session of four turns through `up` with AGENTBUS_CHECKPOINT_KEEP=2: the
+// list keeps turns 3 and 4 and says turns 1 and 2 are pruned, their
+// snapshots are gone from the store, fork and rewind to them answer 409,
+// and the sizes of each checkpoint and of the store are shown.
+func TestRetentionKeepsTheNewestCheckpointsAndShowsTheirStorage(t *testing.T) {
+	t.Setenv("AGENTBUS_CHECKPOINT_KEEP", "2")
+	u := startUpWithRuntime(t)
+	dir := filepath.Join(u.workspace, u.owner, "project-"+uuid.NewString()[:8])
+	id := u.start(map[string]any{"workingDirectory": dir, "objective": "Build the project [scenario:files]"})
+	u.waitReview(id)
+	u.FollowUp(id, "Go on", "Queued")
+	var list struct {
+		Items      []checkpointItem `json:"items"`
+		Kept       int              `json:"kept"`
+		StoreBytes int64            `json:"storeBytes"`
+	}
+	require.Eventually(t, func() bool {
+		u.Must(http.MethodGet, "/api/agents/sessions/"+id+"/checkpoints", nil, &list)
+		return len(list.Items) == 4
+	}, 2*wait, 50*time.Millisecond, "four checkpoints")
+	pruned := []bool{}
+	for _, cp := range list.Items {
+		pruned = append(pruned, cp.Pruned)
+	}
+	assert.Equal(t, []bool{true, true, false, false}, pruned)
+	assert.Equal(t, 2, list.Kept)
+	size := 0
+	for _, content := range filesAfterTurn[3] {
+		size += len(content)
+	}
+	assert.Equal(t, int64(size), list.Items[2].Bytes, "turn 3's files")
+	assert.Equal(t, int64(len(filesAfterTurn[3]["README.md"])+len(filesAfterTurn[3]["cmd/app.go"])), list.Items[2].AddedBytes,
+		"turn 3 changed README.md and added cmd/app.go")
+	assert.Positive(t, list.StoreBytes)
+
+	store := filepath.Join(u.dataDir, "checkpoints", id+".git")
+	refs, err := os.ReadDir(filepath.Join(store, "refs", "snapshots"))
+	require.NoError(t, err)
+	assert.Len(t, refs, 2, "the store keeps two snapshots")
+	for _, cp := range list.Items[:2] {
+		_, err := os.Stat(filepath.Join(store, "objects", cp.Snapshot[:2], cp.Snapshot[2:]))
+		assert.True(t, os.IsNotExist(err), "turn %d's snapshot is gone from the store", cp.Turn)
+	}
+
+	base := "/api/agents/sessions/" + id
+	var problem map[string]any
+	assert.Equal(t, http.StatusConflict, u.Call(http.MethodPost, base+"/fork", map[string]any{"checkpoint": 1}, &problem))
+	assert.Contains(t, problem["detail"], "pruned")
+	assert.Equal(t, http.StatusConflict, u.Call(http.MethodPost, base+"/rewind", map[string]any{"checkpoint": 2}, &problem))
+	assert.Contains(t, problem["detail"], "pruned")
+
+	c := &cliUnderTest{t: t, bin: buildAgentbus(t), api: u.base, token: u.token}
+	out := c.must("sessions", "checkpoints", id)
+	assert.Contains(t, out, "1 (pruned)")
+	assert.Contains(t, out, "2 of 4 kept, store ")
+
+	u.waitReview(id)
+	var s sessionWithDir
+	u.Must(http.MethodPost, base+"/rewind", map[string]any{"checkpoint": 3}, &s)
+	u.waitFiles(dir, filesAfterTurn[3], "a kept checkpoint rewinds")
+}
+
+// TestADiffOfTwoCheckpointsShowsTheFilesAndTheirChanges runs the files
+// scenario through `up` and compares its turns 1 and 3 over the API and
+// the command line, and answers invalid requests with a problem.
+func TestADiffOfTwoCheckpointsShowsTheFilesAndTheirChanges(t *testing.T) {
+	u := startUpWithRuntime(t)
+	dir := filepath.Join(u.workspace, u.owner, "project-"+uuid.NewString()[:8])
+	id := u.start(map[string]any{"workingDirectory": dir, "objective": "Build the project [scenario:files]"})
+	u.waitReview(id)
+	require.Eventually(t, func() bool { return len(u.checkpoints(id)) == 3 }, 2*wait, 50*time.Millisecond, "three checkpoints")
+
+	type fileDiff struct {
+		Path     string `json:"path"`
+		Status   string `json:"status"`
+		OldBytes int64  `json:"oldBytes"`
+		NewBytes int64  `json:"newBytes"`
+		Patch    string `json:"patch"`
+	}
+	var diff struct {
+		From  int        `json:"from"`
+		To    int        `json:"to"`
+		Files []fileDiff `json:"files"`
+	}
+	base := "/api/agents/sessions/" + id + "/checkpoints/diff"
+	u.Must(http.MethodGet, base+"?from=1&to=3", nil, &diff)
+	assert.Equal(t, 1, diff.From)
+	assert.Equal(t, 3, diff.To)
+	one, three := filesAfterTurn[1], filesAfterTurn[3]
+	assert.Equal(t, []fileDiff{
+		{Path: "README.md", Status: "changed", OldBytes: int64(len(one["README.md"])), NewBytes: int64(len(three["README.md"])),
+			Patch: "@@ -1,3 +1,3 @@\n # Project\n \n-turn one\n+turn three\n"},
+		{Path: "cmd/app.go", Status: "added", NewBytes: int64(len(three["cmd/app.go"])), Patch: "@@ -0,0 +1 @@\n+package main\n"},
+		{Path: "pkg/util.go", Status: "added", NewBytes: int64(len(three["pkg/util.go"])), Patch: "@@ -0,0 +1 @@\n+package pkg\n"},
+		{Path: "src/main.go", Status: "removed", OldBytes: int64(len(one["src/main.go"])),
+			Patch: "@@ -1,3 +0,0 @@\n-package main\n-\n-func main() {}\n"},
+	}, diff.Files)
+	u.Must(http.MethodGet, base+"?from=3&to=3", nil, &diff)
+	assert.Empty(t, diff.Files)
+
+	c := &cliUnderTest{t: t, bin: buildAgentbus(t), api: u.base, token: u.token}
+	out := c.must("sessions", "diff", id, "1", "2")
+	assert.Contains(t, out, "added")
+	assert.Contains(t, out, "pkg/util.go")
+	assert.Contains(t, out, "+turn two")
+	c.fails(2, "TURN", "sessions", "diff", id, "one", "2")
+
+	var problem map[string]any
+	for query, status := range map[string]int{"from=x&to=1": 422, "from=-1&to=1": 422, "from=1": 422, "from=1&to=9": 404} {
+		assert.Equal(t, status, u.Call(http.MethodGet, base+"?"+query, nil, &problem), query)
+	}
+	assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, "/api/agents/sessions/"+uuid.NewString()+"/checkpoints/diff?from=1&to=2", nil, nil))
+	otherID, _ := u.OtherOwnerSession(runtimeSecret, u.workspace, "not yours")
+	assert.Equal(t, http.StatusNotFound, u.Call(http.MethodGet, "/api/agents/sessions/"+otherID+"/checkpoints/diff?from=1&to=1", nil, nil))
 }

@@ -109,13 +109,17 @@ func newLauncher(ctx context.Context, in *infra, mode launcher.Mode, name string
 	if err != nil {
 		return nil, err
 	}
+	retention, err := checkpointRetention()
+	if err != nil {
+		return nil, err
+	}
 	engine := os.Getenv("AGENTBUS_ENGINE")
 	return launcher.New(launcher.Config{
 		Mode: mode, Redis: in.Redis, RedisURL: in.RedisURL, Name: name,
 		APIURL: envOr("AGENTBUS_API_URL", in.APIURL), Env: engineEnv(engine),
 		LogDir: dirs.logs, ConfigDir: dirs.configs,
 		Sandbox: sb, SandboxDir: dirs.sandboxes, SandboxPrograms: []string{claude.EnvBinary},
-		CheckpointDir: dirs.checkpoints, PlacedRedisUsers: mode == launcher.ModeProcess,
+		CheckpointDir: dirs.checkpoints, CheckpointRetention: retention, PlacedRedisUsers: mode == launcher.ModeProcess,
 	})
 }
 

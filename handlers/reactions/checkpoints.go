@@ -46,6 +46,9 @@ func (r Runtime) startFork(ctx context.Context, s *domain.AgentSession, cfg *pro
 		return nil // the fork ran already: it resumes its own conversation
 	}
 	cp, err := queries.SessionCheckpointAt(ctx, r.DB, fp.SessionID, fp.Turn)
+	if err == nil && cp.Pruned {
+		err = errors.New("the checkpoint was pruned by the retention policy")
+	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("fork %s: %w", s.ID(), err))
 	}
@@ -117,6 +120,9 @@ func (r Runtime) rewind(ctx context.Context, env bus.Envelope, id uuid.UUID) err
 		return nil // it ended since
 	}
 	cp, err := queries.SessionCheckpointAt(ctx, r.DB, id, e.Turn)
+	if err == nil && cp.Pruned {
+		err = errors.New("the checkpoint was pruned by the retention policy")
+	}
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("rewind %s: %w", id, err))
 	}

@@ -276,12 +276,41 @@ type Checkpoint struct {
 	LastMessage  string    `json:"lastMessage"`
 	Snapshot     string    `json:"snapshot"`
 	Rewound      bool      `json:"rewound"`
+	Pruned       bool      `json:"pruned"`
+	Bytes        int64     `json:"bytes"`
+	AddedBytes   int64     `json:"addedBytes"`
 }
 
 // CheckpointList is a session's checkpoints, oldest first.
 type CheckpointList struct {
-	SessionID string       `json:"sessionId"`
-	Items     []Checkpoint `json:"items"`
+	SessionID  string       `json:"sessionId"`
+	Items      []Checkpoint `json:"items"`
+	Kept       int          `json:"kept"`
+	StoreBytes int64        `json:"storeBytes"`
+}
+
+// FileDiff is how one file differs between two checkpoints.
+type FileDiff struct {
+	Path     string `json:"path"`
+	Status   string `json:"status"`
+	OldBytes int64  `json:"oldBytes"`
+	NewBytes int64  `json:"newBytes"`
+	Binary   bool   `json:"binary"`
+	Patch    string `json:"patch"`
+	Omitted  string `json:"omitted"`
+}
+
+// CheckpointDiff is what changed between two checkpoints.
+type CheckpointDiff struct {
+	From  int        `json:"from"`
+	To    int        `json:"to"`
+	Files []FileDiff `json:"files"`
+}
+
+// CheckpointDiff compares the session's checkpoints of turns from and to.
+func (c *Client) CheckpointDiff(ctx context.Context, id string, from, to int) (Answer[CheckpointDiff], error) {
+	q := url.Values{"from": {strconv.Itoa(from)}, "to": {strconv.Itoa(to)}}
+	return call[CheckpointDiff](ctx, c, http.MethodGet, sessionPath(id, "checkpoints", "diff")+"?"+q.Encode(), nil)
 }
 
 // Checkpoints lists the session's checkpoints.

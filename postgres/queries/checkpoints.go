@@ -27,6 +27,11 @@ type Checkpoint struct {
 	// turn (or forked and resumed before it): what the checkpoint holds
 	// is no longer on the session's line.
 	Rewound bool
+	// Pruned (not the report's list, Checkpoint.Pruned) is true when a
+	// later checkpoint's report says the retention
+	// policy dropped this one from the store: it can no longer be forked
+	// or rewound to.
+	Pruned bool
 	// Cursor is the activity cursor of the turn's end.
 	Cursor int64
 }
@@ -128,6 +133,7 @@ SELECT t.source_seq, t.occurred_at, t.detail,
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	markPruned(out)
 	// A checkpoint is rewound when a later one has a turn no later than
 	// its own: the session went back before it.
 	low := int(^uint(0) >> 1)
@@ -138,4 +144,18 @@ SELECT t.source_seq, t.occurred_at, t.detail,
 		low = min(low, out[i].Turn)
 	}
 	return out, nil
+}
+
+// markPruned marks the checkpoints whose snapshot a checkpoint's report
+// lists as pruned.
+func markPruned(cps []Checkpoint) {
+	pruned := map[string]bool{}
+	for _, c := range cps {
+		for _, commit := range c.Checkpoint.Pruned {
+			pruned[commit] = true
+		}
+	}
+	for i := range cps {
+		cps[i].Pruned = pruned[cps[i].Commit]
+	}
 }

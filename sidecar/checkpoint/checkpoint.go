@@ -5,8 +5,13 @@
 // whose stat changed are read again) and git's content addressing
 // deduplicates them across snapshots. What .gitignore ignores is left out.
 //
+// Each snapshot is a commit of its own, without a parent, named by a ref
+// of its own (refs/snapshots/<sequence>): dropping the ref of an old
+// snapshot (Prune) leaves its files unreachable, and git's prune removes
+// those no other snapshot holds.
+//
 // A snapshot is written as git writes anything: its objects first, each
-// to a temporary file renamed into place, then the ref moved with an
+// to a temporary file renamed into place, then its ref created with an
 // atomic compare-and-swap. A process killed at any point leaves the store
 // at its previous snapshot or at the new one, never at a broken one.
 package checkpoint
@@ -19,12 +24,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
-// Ref is the ref that holds the newest snapshot; every earlier snapshot is
-// one of its ancestors, so none is ever garbage.
-const Ref = "refs/heads/checkpoints"
+// snapshotRefs holds one ref per snapshot, refs/snapshots/<sequence>,
+// the sequence zero-padded so that the names sort as the snapshots were
+// taken.
+const snapshotRefs = "refs/snapshots/"
+
+// legacyRef held the newest snapshot of a store written when every
+// snapshot was its predecessor's child; such a store is given a ref per
+// snapshot on its next Take.
+const legacyRef = "refs/heads/checkpoints"
 
 // emptyTree is git's id of the empty tree.
 const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -41,6 +53,12 @@ type Snapshot struct {
 	// FilesChanged counts the files added, changed or removed since the
 	// previous snapshot.
 	FilesChanged int
+	// Bytes is the size of the snapshot's files.
+	Bytes int64
+	// AddedBytes is the size of the files added or changed since the
+	// previous snapshot: about what the snapshot added to the store
+	// before compression.
+	AddedBytes int64
 }
 
 // Store is a private object store of snapshots.
@@ -90,18 +108,11 @@ func (s Store) init(ctx context.Context) error {
 
 // Head returns the newest snapshot's commit, "" when there is none.
 func (s Store) Head(ctx context.Context) (string, error) {
-	if _, err := os.Stat(filepath.Join(s.Dir, "HEAD")); err != nil {
-		return "", nil
-	}
-	out, err := s.git(ctx, "", "", nil, "rev-parse", "--verify", "--quiet", Ref+"^{commit}")
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "", nil
-		}
+	kept, err := s.Snapshots(ctx)
+	if err != nil || len(kept) == 0 {
 		return "", err
 	}
-	return out, nil
+	return kept[len(kept)-1].Commit, nil
 }
 
 // Take snapshots dir with message as the commit's message.
@@ -120,39 +131,73 @@ func (s Store) Take(ctx context.Context, dir, message string) (Snapshot, error) 
 	if err != nil {
 		return Snapshot{}, err
 	}
-	prev, err := s.Head(ctx)
+	kept, err := s.Snapshots(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	args := []string{"commit-tree", tree, "-m", message}
-	prevTree := emptyTree
-	if prev != "" {
-		args = append(args, "-p", prev)
-		if prevTree, err = s.git(ctx, "", "", nil, "rev-parse", prev+"^{tree}"); err != nil {
+	seq, prevTree := 1, emptyTree
+	if len(kept) > 0 {
+		last := kept[len(kept)-1]
+		seq = last.seq + 1
+		if prevTree, err = s.git(ctx, "", "", nil, "rev-parse", last.Commit+"^{tree}"); err != nil {
 			return Snapshot{}, err
 		}
 	}
-	commit, err := s.git(ctx, "", "", nil, args...)
+	// The sequence in the message keeps two snapshots of one tree, taken
+	// in the same second, two commits.
+	commit, err := s.git(ctx, "", "", nil, "commit-tree", tree, "-m", message, "-m", fmt.Sprintf("snapshot %d", seq))
 	if err != nil {
 		return Snapshot{}, err
 	}
-	// The compare-and-swap makes the ref move only from the head read above.
-	old := prev
-	if old == "" {
-		old = strings.Repeat("0", 40)
-	}
-	if _, err := s.git(ctx, "", "", nil, "update-ref", "-m", message, Ref, commit, old); err != nil {
+	// Created only if no ref has the name yet: the compare-and-swap that
+	// makes the snapshot whole.
+	if _, err := s.git(ctx, "", "", nil, "update-ref", "-m", message, snapshotRef(seq), commit, strings.Repeat("0", 40)); err != nil {
 		return Snapshot{}, err
 	}
-	changed, err := s.git(ctx, "", "", nil, "diff-tree", "-r", "--name-only", "--no-renames", prevTree, tree)
+	snap := Snapshot{Commit: commit, Tree: tree}
+	err = s.measure(ctx, prevTree, &snap)
+	return snap, err
+}
+
+// measure fills in the files snap changed since prevTree and the sizes.
+func (s Store) measure(ctx context.Context, prevTree string, snap *Snapshot) error {
+	changed, err := s.git(ctx, "", "", nil, "diff-tree", "-r", "-z", "--name-only", "--no-renames", prevTree, snap.Tree)
 	if err != nil {
-		return Snapshot{}, err
+		return err
 	}
-	n := 0
-	if changed != "" {
-		n = strings.Count(changed, "\n") + 1
+	sizes, err := s.sizes(ctx, snap.Tree)
+	if err != nil {
+		return err
 	}
-	return Snapshot{Commit: commit, Tree: tree, FilesChanged: n}, nil
+	for _, path := range strings.Split(changed, "\x00") {
+		if path != "" {
+			snap.FilesChanged++
+			snap.AddedBytes += sizes[path]
+		}
+	}
+	for _, n := range sizes {
+		snap.Bytes += n
+	}
+	return nil
+}
+
+// sizes returns the size of each file of tree, by path.
+func (s Store) sizes(ctx context.Context, tree string) (map[string]int64, error) {
+	out, err := s.git(ctx, "", "", nil, "ls-tree", "-r", "-l", "-z", tree)
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int64{}
+	for _, entry := range strings.Split(out, "\x00") {
+		meta, path, ok := strings.Cut(entry, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 4 {
+			continue
+		}
+		n, _ := strconv.ParseInt(fields[3], 10, 64) // "-" for a link to a commit: 0
+		sizes[path] = n
+	}
+	return sizes, nil
 }
 
 // Restore makes dir hold exactly the snapshot commit: its files written,

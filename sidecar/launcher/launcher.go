@@ -123,6 +123,10 @@ type Config struct {
 	// writes at the end of every turn (bound read-write into its sandbox)
 	// and which outlives the session, for forks. Empty: no checkpoints.
 	CheckpointDir string
+	// CheckpointRetention is how many checkpoints, and of what age, each
+	// session's store keeps (the sidecar prunes the others); zero keeps
+	// them all.
+	CheckpointRetention CheckpointRetention
 	// SandboxPrograms names variables of a sidecar's environment that hold
 	// the path of a program its engine runs (the claude CLI): the program,
 	// symbolic links followed, is bound read-only into the sandbox, and the
@@ -495,6 +499,14 @@ func (l *Launcher) PID(sessionID string) (int, bool) {
 		return 0, false
 	}
 	return p.rec.PID, true
+}
+
+// CheckpointRetention is a retention policy of checkpoints.
+type CheckpointRetention struct {
+	// Keep is how many of a session's newest checkpoints are kept; 0: any.
+	Keep int
+	// MaxAge prunes checkpoints taken longer ago; 0: any age.
+	MaxAge time.Duration
 }
 
 // CheckpointStore returns the host path of the session's checkpoint store,

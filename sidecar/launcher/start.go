@@ -103,6 +103,8 @@ func (l *Launcher) sidecarConfig(cfg protocol.Config) (protocol.Config, []byte, 
 			return cfg, nil, fmt.Errorf("launcher: %w", err)
 		}
 		cfg.CheckpointStore = store
+		cfg.CheckpointKeep = l.cfg.CheckpointRetention.Keep
+		cfg.CheckpointMaxAgeSeconds = int64(l.cfg.CheckpointRetention.MaxAge / time.Second)
 		if l.cfg.Sandbox != nil {
 			cfg.CheckpointStore = checkpointsInside
 		}

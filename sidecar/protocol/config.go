@@ -85,6 +85,12 @@ type Config struct {
 	// outside the working directory) where the sidecar snapshots the
 	// working directory at the end of every turn; empty takes none.
 	CheckpointStore string `json:"checkpoint_store,omitempty"`
+	// CheckpointKeep is how many of the session's newest checkpoints the
+	// store keeps; older ones are pruned. 0 keeps any number.
+	CheckpointKeep int `json:"checkpoint_keep,omitempty"`
+	// CheckpointMaxAgeSeconds prunes the checkpoints taken longer ago; 0
+	// keeps any age. The newest checkpoint is always kept.
+	CheckpointMaxAgeSeconds int64 `json:"checkpoint_max_age_seconds,omitempty"`
 	// TurnsBefore is how many turns the session completed before this
 	// sidecar: checkpoints are numbered on from it.
 	TurnsBefore int `json:"turns_before,omitempty"`
@@ -202,6 +208,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %q is neither script nor claude", c.Engine)
 	case c.WorkingDirectory != "" && !filepath.IsAbs(c.WorkingDirectory):
 		return fmt.Errorf("working_directory %q is not an absolute path", c.WorkingDirectory)
+	case c.CheckpointKeep < 0 || c.CheckpointMaxAgeSeconds < 0:
+		return fmt.Errorf("checkpoint_keep %d and checkpoint_max_age_seconds %d may not be negative", c.CheckpointKeep, c.CheckpointMaxAgeSeconds)
 	case c.CheckpointStore != "" && !filepath.IsAbs(c.CheckpointStore):
 		return fmt.Errorf("checkpoint_store %q is not an absolute path", c.CheckpointStore)
 	case c.Context.WarnPercent > 100:

@@ -227,6 +227,17 @@ type Checkpoint struct {
 	// claude engine: the last message's uuid; the script engine: its
 	// place in the scenario).
 	Position string `json:"position,omitempty"`
+	// Bytes is the size of the snapshot's files.
+	Bytes int64 `json:"bytes,omitempty"`
+	// AddedBytes is the size of the files the turn added or changed.
+	AddedBytes int64 `json:"added_bytes,omitempty"`
+	// StoreBytes is the size on disk of the session's checkpoint store
+	// after this checkpoint and the retention's pruning.
+	StoreBytes int64 `json:"store_bytes,omitempty"`
+	// Pruned lists the commits of the earlier checkpoints the retention
+	// policy dropped from the store after this one was taken: they can
+	// no longer be forked or rewound to.
+	Pruned []string `json:"pruned,omitempty"`
 }
 
 // EventType returns "turn_completed".

@@ -36,6 +36,7 @@ var sessionCommands = slices.Concat([]subcommand{
 	{"close ID", "close an Idle session without output: Completed", control("close")},
 	{"watch ID [--new]", "follow a session live until it is Completed or Cancelled", sessionsWatch},
 	{"checkpoints ID", "list the session's checkpoints: the state at the end of each turn", sessionsCheckpoints},
+	{"diff ID FROM TO", "the files the working directory gained, lost and changed from the checkpoint of turn FROM to that of TO", sessionsDiff},
 	{"fork ID TURN [--objective TEXT]", "start a new session from the checkpoint of TURN; prints its id", sessionsFork},
 	{"rewind ID TURN", "take an Idle, Paused or Interrupted session back to the checkpoint of TURN", sessionsRewind},
 })
@@ -327,15 +328,37 @@ func sessionsCheckpoints(e *env, fs *flag.FlagSet, args []string) error {
 	if e.json {
 		return e.printJSON(list.JSON)
 	}
-	t := newTable(e.out, "TURN", "WHEN", "FILES", "SNAPSHOT", "LAST MESSAGE")
+	t := newTable(e.out, "TURN", "WHEN", "FILES", "SIZE", "ADDED", "SNAPSHOT", "LAST MESSAGE")
 	for _, c := range list.Value.Items {
 		turn := fmt.Sprint(c.Turn)
 		if c.Rewound {
 			turn += " (rewound)"
 		}
-		t.row(turn, when(c.RecordedAt), fmt.Sprint(c.FilesChanged), oneLine(c.Snapshot, 12), oneLine(c.LastMessage, 60))
+		snapshot := oneLine(c.Snapshot, 12)
+		if c.Pruned {
+			turn, snapshot = turn+" (pruned)", "pruned"
+		}
+		t.row(turn, when(c.RecordedAt), fmt.Sprint(c.FilesChanged), byteSize(c.Bytes), byteSize(c.AddedBytes), snapshot,
+			oneLine(c.LastMessage, 60))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.out, "%d of %d kept, store %s\n", list.Value.Kept, len(list.Value.Items), byteSize(list.Value.StoreBytes))
+	return err
+}
+
+// byteSize writes n bytes for a reader: 512 B, 4.0 KiB, 1.5 MiB.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v, i = v/unit, i+1
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
 }
 
 // turnArg reads a checkpoint's turn from the command line.
@@ -345,6 +368,55 @@ func turnArg(raw string) (int, error) {
 		return 0, usageError("TURN %q is not a turn number", raw)
 	}
 	return turn, nil
+}
+
+func sessionsDiff(e *env, fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args, 3, 3)
+	if err != nil {
+		return err
+	}
+	from, err := turnArg(pos[1])
+	if err != nil {
+		return err
+	}
+	to, err := turnArg(pos[2])
+	if err != nil {
+		return err
+	}
+	diff, err := e.client.CheckpointDiff(e.ctx, pos[0], from, to)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(diff.JSON)
+	}
+	t := newTable(e.out, "STATUS", "PATH", "BEFORE", "AFTER")
+	for _, f := range diff.Value.Files {
+		t.row(f.Status, f.Path, byteSize(f.OldBytes), byteSize(f.NewBytes))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, f := range diff.Value.Files {
+		if err := printPatch(e.out, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printPatch writes a file's unified diff, or why it has none.
+func printPatch(w io.Writer, f client.FileDiff) error {
+	var err error
+	switch {
+	case f.Binary:
+		_, err = fmt.Fprintf(w, "\n%s: binary\n", f.Path)
+	case f.Omitted != "":
+		_, err = fmt.Fprintf(w, "\n%s: no diff shown: %s\n", f.Path, f.Omitted)
+	case f.Patch != "":
+		_, err = fmt.Fprintf(w, "\n--- %s\n+++ %s\n%s", f.Path, f.Path, f.Patch)
+	}
+	return err
 }
 
 func sessionsFork(e *env, fs *flag.FlagSet, args []string) error {

@@ -381,9 +381,29 @@ export interface paths {
         };
         /**
          * List a session's checkpoints
-         * @description The state the session had at the end of each turn: its working directory's snapshot and where its agent's conversation stood. Fork or rewind the session at one of them.
+         * @description The state the session had at the end of each turn: its working directory's snapshot and where its agent's conversation stood. Fork or rewind the session at one of them. The runtime's retention policy (AGENTBUS_CHECKPOINT_KEEP, AGENTBUS_CHECKPOINT_MAX_AGE) prunes old ones from the store: they stay listed, marked pruned. Sizes show what each checkpoint and the store take.
          */
         get: operations["get-session-checkpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/agents/sessions/{id}/checkpoints/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compare two of a session's checkpoints
+         * @description The files added, removed and changed in the working directory from one checkpoint to another (each named by its turn), with their sizes and the unified diff of each text file, within 256 KiB of diffs in all. The API reads the session's checkpoint store on its own host (where `up` keeps it): 503 where it is not there. A pruned checkpoint answers 409.
+         */
+        get: operations["get-session-checkpoint-diff"];
         put?: never;
         post?: never;
         delete?: never;
@@ -463,7 +483,7 @@ export interface paths {
         put?: never;
         /**
          * Fork a session at a checkpoint
-         * @description Creates a new session (Queued until a pool slot is free, like any start) whose working directory is a new copy of the checkpoint's snapshot and whose agent goes on from the conversation as it stood at that checkpoint. The parent is untouched.
+         * @description Creates a new session (Queued until a pool slot is free, like any start) whose working directory is a new copy of the checkpoint's snapshot and whose agent goes on from the conversation as it stood at that checkpoint. The parent is untouched. A checkpoint the retention policy pruned answers 409.
          */
         post: operations["fork-session"];
         delete?: never;
@@ -847,7 +867,7 @@ export interface paths {
         put?: never;
         /**
          * Rewind a session to a checkpoint
-         * @description Takes an Idle, Paused or Interrupted session back to a checkpoint: its working directory and its agent's conversation are restored. What came after stays in the transcript (the later checkpoints are marked rewound) and the metrics keep what it cost.
+         * @description Takes an Idle, Paused or Interrupted session back to a checkpoint: its working directory and its agent's conversation are restored. What came after stays in the transcript (the later checkpoints are marked rewound) and the metrics keep what it cost. A checkpoint the retention policy pruned answers 409.
          */
         post: operations["rewind-session"];
         delete?: never;
@@ -2068,6 +2088,18 @@ export interface components {
         Checkpoint: {
             /**
              * Format: int64
+             * @description The size of the files the turn added or changed, in bytes: about what the checkpoint added to the store before compression.
+             * @example 2048
+             */
+            addedBytes: number;
+            /**
+             * Format: int64
+             * @description The size of the snapshot's files, in bytes (0 when its sidecar did not measure it).
+             * @example 48213
+             */
+            bytes: number;
+            /**
+             * Format: int64
              * @description The activity cursor of the turn's end: the activity up to it is what the checkpoint had.
              * @example 1042
              */
@@ -2088,6 +2120,11 @@ export interface components {
              * @example The retries are in place.
              */
             lastMessage: string;
+            /**
+             * @description The retention policy dropped the checkpoint's snapshot from the store: it is listed, but can no longer be forked or rewound to (409).
+             * @example false
+             */
+            pruned: boolean;
             /**
              * Format: date-time
              * @description When the turn ended.
@@ -2116,15 +2153,91 @@ export interface components {
              */
             turn: number;
         };
-        CheckpointList: {
-            /** @description The checkpoints, oldest first. */
-            items: components["schemas"]["Checkpoint"][];
+        CheckpointDiff: {
+            /** @description The files added, removed or changed, in path order. */
+            files: components["schemas"]["CheckpointFileDiff"][];
+            /**
+             * Format: int64
+             * @description The first checkpoint's turn.
+             * @example 1
+             */
+            from: number;
             /**
              * Format: uuid
              * @description The session's id.
              * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
              */
             sessionId: string;
+            /**
+             * Format: int64
+             * @description The second checkpoint's turn.
+             * @example 3
+             */
+            to: number;
+        };
+        CheckpointFileDiff: {
+            /**
+             * @description Git takes it for a binary file: no text diff.
+             * @example false
+             */
+            binary: boolean;
+            /**
+             * Format: int64
+             * @description Its size at the second checkpoint, in bytes (0 when removed).
+             * @example 134
+             */
+            newBytes: number;
+            /**
+             * Format: int64
+             * @description Its size at the first checkpoint, in bytes (0 when added).
+             * @example 120
+             */
+            oldBytes: number;
+            /**
+             * @description Why a text file has no patch: the diffs' size bound (256 KiB in all) was reached.
+             * @example the diff's size bound was reached
+             */
+            omitted?: string;
+            /**
+             * @description The unified diff of a text file (its hunks); empty for a binary file or one past the bound.
+             * @example @@ -1 +1 @@
+             *     -turn one
+             *     +turn two
+             */
+            patch: string;
+            /**
+             * @description The file's path in the working directory.
+             * @example src/main.go
+             */
+            path: string;
+            /**
+             * @description What became of the file.
+             * @example changed
+             * @enum {string}
+             */
+            status: "added" | "removed" | "changed";
+        };
+        CheckpointList: {
+            /** @description The checkpoints, oldest first, the pruned ones included. */
+            items: components["schemas"]["Checkpoint"][];
+            /**
+             * Format: int64
+             * @description How many of them are still in the store (not pruned).
+             * @example 5
+             */
+            kept: number;
+            /**
+             * Format: uuid
+             * @description The session's id.
+             * @example 0b6f3c52-8f5e-4d6a-9a43-1f0e2d9b7c10
+             */
+            sessionId: string;
+            /**
+             * Format: int64
+             * @description The size on disk of the session's checkpoint store, in bytes, as measured after its newest checkpoint and the retention's pruning.
+             * @example 1048576
+             */
+            storeBytes: number;
         };
         ConsolidateSkillRequest: {
             /**
@@ -9834,6 +9947,88 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-session-checkpoint-diff": {
+        parameters: {
+            query: {
+                /** @description The turn of the checkpoint to compare from. */
+                from: number;
+                /** @description The turn of the checkpoint to compare to. */
+                to: number;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointDiff"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -3,6 +3,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, follow, problem, type DomainEvent, type FeedMessage, type QueuedMessage, type Schemas, type Session } from "./api";
 import { clock, countdown, ended, money, percent, statusLabel } from "./format";
+import { Checkpoints } from "./checkpoints";
 import { Timeline, apply, exportJSONL, type Entry } from "./timeline";
 import { ToolInput, parseInput } from "./toolinput";
 
@@ -165,6 +166,7 @@ export function SessionPage({ id }: { id: string }) {
           <Budget session={session} onDone={reload} over={over} />
           <Charts points={points} />
           {!over && <Queue id={id} queue={queue} onDone={reload} />}
+          <Checkpoints session={session} changes={changes} onDone={reload} />
         </aside>
       </div>
     </section>
