@@ -91,6 +91,7 @@ var knownMissing = []string{}
 // the seed's WebSocket hub), and the owners' webhooks.
 var beyondSeed = []string{
 	"GET /api/agents/sessions/{id}/checkpoints",
+	"GET /api/agents/sessions/{id}/checkpoints/diff",
 	"POST /api/agents/sessions/{id}/fork",
 	"POST /api/agents/sessions/{id}/rewind",
 	"GET /api/agents/sessions/{id}/config",
