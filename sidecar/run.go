@@ -114,19 +114,29 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	if err != nil {
 		return r.endEarly(protocol.ReasonConfigError, fmt.Errorf("read the command cursor: %w", err))
 	}
-	if err := opts.Config.Validate(); err != nil {
+	if err := r.startEngine(base, opts, restarted); err != nil {
 		return r.endEarly(protocol.ReasonConfigError, err)
+	}
+	r.takeUpInbox(base)
+	r.drive(ctx, base, cursor)
+	return r.result()
+}
+
+// startEngine starts the session's engine and says so in session_started.
+func (r *runner) startEngine(ctx context.Context, opts Options, restarted bool) error {
+	if err := opts.Config.Validate(); err != nil {
+		return err
 	}
 	eng, err := opts.Engines.Get(opts.Config.Engine)
 	if err != nil {
-		return r.endEarly(protocol.ReasonConfigError, err)
+		return err
 	}
-	sess, err := eng.Start(base, engine.Setup{SessionID: r.id, Config: opts.Config, API: opts.API}, r)
+	sess, err := eng.Start(ctx, engine.Setup{SessionID: r.id, Config: opts.Config, API: opts.API}, r)
 	if err != nil {
-		return r.endEarly(protocol.ReasonConfigError, fmt.Errorf("start the %s engine: %w", opts.Config.Engine, err))
+		return fmt.Errorf("start the %s engine: %w", opts.Config.Engine, err)
 	}
 	r.sess = sess
-	if err := r.rdb.Set(base, protocol.EngineKey(r.id), sess.ID(), 0).Err(); err != nil {
+	if err := r.rdb.Set(ctx, protocol.EngineKey(r.id), sess.ID(), 0).Err(); err != nil {
 		r.log.Warn("engine session id not stored: a restart cannot resume the agent", "error", err)
 	}
 	r.emitLog(protocol.SessionStarted{
@@ -135,8 +145,12 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 		Restarted: restarted, PID: os.Getpid(),
 	})
 	r.log.Info("session started", "engine", opts.Config.Engine, "engine_session_id", sess.ID(), "restarted", restarted)
-	// What a predecessor took and did not answer comes first.
-	left, err := r.loadInbox(base)
+	return nil
+}
+
+// takeUpInbox handles first what a predecessor took and did not answer.
+func (r *runner) takeUpInbox(ctx context.Context) {
+	left, err := r.loadInbox(ctx)
 	if err != nil {
 		r.log.Error("commands a predecessor took are not taken up", "error", err)
 	}
@@ -144,7 +158,12 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 		r.log.Info("command taken up from a predecessor", "entry_id", m.ID)
 		r.handle(m)
 	}
+}
 
+// drive reads the commands from cursor on and runs the loop until the
+// session ends, a stop is forced, or ctx ends (a suspension), then closes
+// the engine's session.
+func (r *runner) drive(ctx, base context.Context, cursor string) {
 	readCtx, stopReading := context.WithCancel(base)
 	readDone := make(chan struct{})
 	go func() {
@@ -178,6 +197,11 @@ func Run(ctx context.Context, opts Options) (protocol.SessionEnd, error) {
 	} else {
 		r.closeSession()
 	}
+}
+
+// result is what Run returns once the session is driven: its session_end,
+// or ErrSuspended when it goes on elsewhere.
+func (r *runner) result() (protocol.SessionEnd, error) {
 	end, ok := r.out.final()
 	if !ok && r.isSuspended() {
 		r.log.Info("sidecar suspended; the session goes on")

@@ -25,6 +25,15 @@ import (
 // The workers that turn raw events into state and make the session flows
 // run by themselves; each is one entry of the workers registry.
 func init() {
+	declareSidecarEventWorkers()
+	declareSessionReactions()
+	declareTimedWorkers()
+	declareRuntimeWorkers()
+}
+
+// declareSidecarEventWorkers declares the workers of the sidecars' raw
+// events and of their commands.
+func declareSidecarEventWorkers() {
 	workers["acl"] = worker{
 		summary: "translate raw sidecar events (AGENTS_SIDECAR_EVENTS) into commands and the activity stream",
 		needs:   needPostgres | needNATS,
@@ -59,6 +68,11 @@ func init() {
 			return reactions.SidecarDispatch{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
+}
+
+// declareSessionReactions declares the reactions to the sessions' domain
+// events.
+func declareSessionReactions() {
 	workers["pool"] = worker{
 		summary: "ask a pool slot for each new or retried session; release it when the session ends, starting Queued ones in the free slots",
 		needs:   needPostgres | needNATS,
@@ -122,6 +136,11 @@ func init() {
 			return reactions.Notify{JS: in.JS, DB: in.Pool}.Run(ctx)
 		},
 	}
+}
+
+// declareTimedWorkers declares the workers that act on time: timeouts,
+// schedules, and the checks after each turn.
+func declareTimedWorkers() {
 	workers["timeouts"] = worker{
 		summary:   "expire unanswered questions, undecided tool permissions and pauses held too long",
 		needs:     needPostgres | needNATS,
@@ -168,6 +187,11 @@ func init() {
 			return reactions.AutoContinue{JS: in.JS, DB: in.Pool, Client: client}.Run(ctx)
 		}),
 	}
+}
+
+// declareRuntimeWorkers declares the relay and the runtime, which run the
+// sessions' sidecars and bridge their streams.
+func declareRuntimeWorkers() {
 	workers["relay"] = worker{
 		summary: "bridge each session's Redis streams and JetStream",
 		needs:   needNATS | needRedis,
