@@ -133,7 +133,7 @@ func TestSlowClientCatchesUpWithinTheTimeout(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	for _, want := range seqs {
-		ev := next(t, ch, 10*time.Second)
+		ev := next(t, ch, 30*time.Second)
 		require.Equal(t, "event", ev.Event, "no reconnect: %s", ev.Data)
 		require.Equal(t, want, seqOf(t, ev))
 	}
