@@ -41,6 +41,11 @@ export function SessionPage({ id }: { id: string }) {
   const [error, setError] = useState<{ text: string; missing: boolean } | null>(null);
   const [changes, setChanges] = useState(0);
   const feed = useRef<FeedMessage[]>([]);
+  // told is set once the live stream said what the session waits for. From
+  // then on the stream is the one source: it follows tool calls from the
+  // feed itself, while the session's detail reads them from the recorded
+  // activity, which may lag, and a late read would hide the running call.
+  const told = useRef(false);
 
   useEffect(() => {
     let stale = false;
@@ -52,7 +57,7 @@ export function SessionPage({ id }: { id: string }) {
       if (stale) return;
       if (s.error) return setError({ text: problem(s.error), missing: s.response.status === 404 || s.response.status === 422 });
       setSession(s.data);
-      setWaiting(s.data.waitingFor ?? null);
+      if (!told.current) setWaiting(s.data.waitingFor ?? null);
       if (q.data) setQueue(q.data.pending);
     })();
     return () => {
@@ -64,6 +69,7 @@ export function SessionPage({ id }: { id: string }) {
   useEffect(() => {
     let timer = 0;
     feed.current = [];
+    told.current = false;
     setEntries([]);
     const refresh = () => {
       clearTimeout(timer);
@@ -84,6 +90,7 @@ export function SessionPage({ id }: { id: string }) {
           break;
         }
         case "waiting":
+          told.current = true;
           setWaiting(m.data.waitingFor ?? null);
           return;
         case "event": {
