@@ -124,9 +124,6 @@ const (
 // DefaultInputTimeout is how long a question waits for an answer.
 const DefaultInputTimeout = 24 * time.Hour
 
-// DefaultPauseTimeout is how long a session may stay paused.
-const DefaultPauseTimeout = 10 * time.Minute
-
 // SessionTimeouts are the limits on waiting for people.
 type SessionTimeouts struct {
 	// Input is how long a question waits (WaitingForInput).

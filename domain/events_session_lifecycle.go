@@ -63,30 +63,6 @@ type SessionInterruptRequestedEvent struct {
 // SessionInterruptedEvent records the move Interrupting -> Interrupted (interrupt_ack).
 type SessionInterruptedEvent struct{ SessionMeta }
 
-// PauseReason says who asked for a pause.
-type PauseReason string
-
-// The pause reasons.
-const (
-	PauseByUser          PauseReason = "user"
-	PauseBudgetExhausted PauseReason = "budget_exhausted"
-)
-
-// SessionPauseRequestedEvent records the move Running -> Pausing; send `pause`.
-type SessionPauseRequestedEvent struct {
-	SessionMeta
-	Reason PauseReason `json:"reason"`
-	// CommandID is the id of the `pause` sent to the sidecar; its ack echoes it.
-	CommandID uuid.UUID `json:"commandId"`
-}
-
-// SessionPausedEvent records the move Pausing -> Paused (pause_ack). ExpiresAt is when the
-// pause times out.
-type SessionPausedEvent struct {
-	SessionMeta
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
 // SessionResumeRequestedEvent records the move Paused -> Resuming; send `resume`.
 type SessionResumeRequestedEvent struct {
 	SessionMeta
@@ -193,12 +169,6 @@ func (SessionInterruptRequestedEvent) EventType() string { return "session_inter
 
 // EventType returns "session_interrupted".
 func (SessionInterruptedEvent) EventType() string { return "session_interrupted" }
-
-// EventType returns "session_pause_requested".
-func (SessionPauseRequestedEvent) EventType() string { return "session_pause_requested" }
-
-// EventType returns "session_paused".
-func (SessionPausedEvent) EventType() string { return "session_paused" }
 
 // EventType returns "session_resume_requested".
 func (SessionResumeRequestedEvent) EventType() string { return "session_resume_requested" }

@@ -29,12 +29,6 @@ type SessionInputTimedOutEvent struct {
 	DefaultAnswerUsed bool `json:"defaultAnswerUsed"`
 }
 
-// SessionPauseTimedOutEvent records that the session stayed paused too long and fails.
-type SessionPauseTimedOutEvent struct {
-	SessionMeta
-	PausedAt time.Time `json:"pausedAt"`
-}
-
 // SessionPlanCreatedEvent records that the agent entered plan mode.
 type SessionPlanCreatedEvent struct{ SessionMeta }
 
@@ -161,9 +155,6 @@ func (SessionInputReceivedEvent) EventType() string { return "session_input_rece
 
 // EventType returns "session_input_timed_out".
 func (SessionInputTimedOutEvent) EventType() string { return "session_input_timed_out" }
-
-// EventType returns "session_pause_timed_out".
-func (SessionPauseTimedOutEvent) EventType() string { return "session_pause_timed_out" }
 
 // EventType returns "session_plan_created".
 func (SessionPlanCreatedEvent) EventType() string { return "session_plan_created" }

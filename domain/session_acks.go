@@ -15,7 +15,6 @@ type SidecarCommand string
 // protocol's command types.
 const (
 	SidecarInterrupt SidecarCommand = "interrupt"
-	SidecarPause     SidecarCommand = "pause"
 	SidecarResume    SidecarCommand = "resume"
 	SidecarStop      SidecarCommand = "stop"
 	SidecarReload    SidecarCommand = "reload_config"

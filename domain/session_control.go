@@ -11,33 +11,79 @@ import (
 // sidecar command; the sidecar's ack confirms the final status. The
 // intermediate status is what refuses a duplicate request.
 
-// controlTransitions adds the moves of the two-phase controls to the
-// transition table (reload's, which only a skill change asks for, stand
-// with the skills').
-func controlTransitions(move func(op Operation, from []SessionStatus, to SessionStatus, c Case)) {
-	one := func(s ...SessionStatus) []SessionStatus { return s }
-	move(OpRequestInterrupt, one(StatusRunning), StatusInterrupting, CaseNone)
-	move(OpConfirmInterrupted, one(StatusInterrupting), StatusInterrupted, CaseNone)
-	move(OpRequestPause, one(StatusRunning), StatusPausing, CaseNone)
-	move(OpConfirmPaused, one(StatusPausing), StatusPaused, CaseNone)
-	move(OpRequestResume, one(StatusPaused), StatusResuming, CaseNone)
-	move(OpConfirmResumed, one(StatusResuming), StatusRunning, CaseNone)
-	move(OpConfirmResumed, one(StatusResuming), StatusPausing, CaseHardCapSpent)
-	move(OpRequestCancel, cancellableLive, StatusCancelling, CaseNone)
-	move(OpRequestCancel, one(StatusQueued), StatusCancelled, CaseNone) // no sidecar to stop
-	move(OpConfirmCancelled, one(StatusCancelling, StatusQueued), StatusCancelled, CaseNone)
+// A control is one two-phase control's slice of the session's tables;
+// the generic code reads them from here. Each field is optional.
+type control struct {
+	// moves adds the control's moves to the transition table.
+	moves func(move moveFunc)
+	// events are the control's request and confirmation, with the status
+	// each leaves its session in (none for a reload, which keeps it).
+	events []eventStatus
+	// wait is the control's status that times out, if any.
+	wait *timedWait
+	// budgetStop raises the control's request when the spent budget
+	// stopped the session (the budget's moves say the status).
+	budgetStop func(s *AgentSession, now time.Time)
 }
 
-// controlEventStatuses are the events of the two-phase controls: each
-// control's request, and its confirmation, with the status the event
-// leaves its session in (none for a reload, which keeps it).
-var controlEventStatuses = []eventStatus{
-	{SessionInterruptRequestedEvent{}, StatusInterrupting}, {SessionInterruptedEvent{}, StatusInterrupted},
-	{SessionPauseRequestedEvent{}, StatusPausing}, {SessionPausedEvent{}, StatusPaused},
-	{SessionResumeRequestedEvent{}, StatusResuming}, {SessionResumedEvent{}, StatusRunning},
-	{SessionCancelRequestedEvent{}, StatusCancelling}, {SessionCancelledEvent{}, StatusCancelled},
-	{SessionReloadRequestedEvent{}, ""}, {SessionReloadedEvent{}, ""},
+// moveFunc adds the transitions of op from each status of from to to.
+type moveFunc = func(op Operation, from []SessionStatus, to SessionStatus, c Case)
+
+// controls are the two-phase controls, in the order of their tables.
+// Pause has a file of its own (session_pause.go).
+var controls = []control{interrupt, pause, resume, cancel, reload}
+
+var interrupt = control{
+	moves: func(move moveFunc) {
+		move(OpRequestInterrupt, one(StatusRunning), StatusInterrupting, CaseNone)
+		move(OpConfirmInterrupted, one(StatusInterrupting), StatusInterrupted, CaseNone)
+	},
+	events: []eventStatus{{SessionInterruptRequestedEvent{}, StatusInterrupting}, {SessionInterruptedEvent{}, StatusInterrupted}},
 }
+
+var resume = control{
+	moves: func(move moveFunc) {
+		move(OpRequestResume, one(StatusPaused), StatusResuming, CaseNone)
+		move(OpConfirmResumed, one(StatusResuming), StatusRunning, CaseNone)
+		move(OpConfirmResumed, one(StatusResuming), StatusPausing, CaseHardCapSpent)
+	},
+	events: []eventStatus{{SessionResumeRequestedEvent{}, StatusResuming}, {SessionResumedEvent{}, StatusRunning}},
+}
+
+var cancel = control{
+	moves: func(move moveFunc) {
+		move(OpRequestCancel, cancellableLive, StatusCancelling, CaseNone)
+		move(OpRequestCancel, one(StatusQueued), StatusCancelled, CaseNone) // no sidecar to stop
+		move(OpConfirmCancelled, one(StatusCancelling, StatusQueued), StatusCancelled, CaseNone)
+	},
+	events: []eventStatus{{SessionCancelRequestedEvent{}, StatusCancelling}, {SessionCancelledEvent{}, StatusCancelled}},
+}
+
+// reload's moves, which only a skill change asks for, stand with the
+// skills' (waitTransitions).
+var reload = control{
+	events: []eventStatus{{SessionReloadRequestedEvent{}, ""}, {SessionReloadedEvent{}, ""}},
+}
+
+// controlTransitions adds the moves of the two-phase controls to the
+// transition table.
+func controlTransitions(move moveFunc) {
+	for _, c := range controls {
+		if c.moves != nil {
+			c.moves(move)
+		}
+	}
+}
+
+// controlEventStatuses are the events of the two-phase controls, with
+// the status each leaves its session in.
+var controlEventStatuses = func() []eventStatus {
+	var events []eventStatus
+	for _, c := range controls {
+		events = append(events, c.events...)
+	}
+	return events
+}()
 
 // controlEvents are the events of the two-phase controls.
 var controlEvents = func() []Event {
@@ -75,38 +121,6 @@ func (s *AgentSession) ConfirmInterrupted(commandID uuid.UUID, now time.Time) er
 	return nil
 }
 
-// RequestPause asks the sidecar to suspend execution: Running -> Pausing.
-func (s *AgentSession) RequestPause(now time.Time) error {
-	return s.requestPause(PauseByUser, now)
-}
-
-func (s *AgentSession) requestPause(reason PauseReason, now time.Time) error {
-	to, err := s.target(OpRequestPause, CaseNone)
-	if err != nil {
-		return err
-	}
-	s.moveTo(to, now)
-	s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: reason, CommandID: s.awaitAck(SidecarPause)})
-	return nil
-}
-
-// ConfirmPaused records the pause_ack of the awaited pause (commandID):
-// Pausing -> Paused. The pause times out after Timeouts().Pause (see
-// ExpirePause).
-func (s *AgentSession) ConfirmPaused(commandID uuid.UUID, now time.Time) error {
-	if err := s.checkAck(OpConfirmPaused, SidecarPause, commandID); err != nil {
-		return err
-	}
-	to, err := s.target(OpConfirmPaused, CaseNone)
-	if err != nil {
-		return err
-	}
-	s.acked(SidecarPause)
-	s.moveTo(to, now)
-	s.raise(SessionPausedEvent{SessionMeta: s.meta(now), ExpiresAt: now.UTC().Add(s.timeouts.Pause)})
-	return nil
-}
-
 // RequestResume asks the sidecar to continue: Paused -> Resuming. A
 // session whose cap is spent cannot resume until the cap is raised.
 func (s *AgentSession) RequestResume(now time.Time) error {
@@ -124,8 +138,8 @@ func (s *AgentSession) RequestResume(now time.Time) error {
 
 // ConfirmResumed records the resume_ack of the awaited resume (commandID):
 // Resuming -> Running. The ack is a fact and is never refused for the
-// budget; if late usage spent the cap meanwhile, the session is asked to
-// pause again at once (Resuming -> Pausing).
+// budget; if late usage spent the cap meanwhile, the session is stopped
+// again at once for its budget (Resuming -> Pausing).
 func (s *AgentSession) ConfirmResumed(commandID uuid.UUID, now time.Time) error {
 	if err := s.checkAck(OpConfirmResumed, SidecarResume, commandID); err != nil {
 		return err
@@ -141,8 +155,8 @@ func (s *AgentSession) ConfirmResumed(commandID uuid.UUID, now time.Time) error 
 	s.acked(SidecarResume)
 	s.moveTo(to, now)
 	s.raise(SessionResumedEvent{SessionMeta: s.meta(now)})
-	if to == StatusPausing {
-		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted, CommandID: s.awaitAck(SidecarPause)})
+	if c == CaseHardCapSpent {
+		s.stopForBudget(now)
 	}
 	return nil
 }

@@ -118,9 +118,6 @@ func (s *AgentSession) PendingQuestion() *UserQuestion {
 // PendingPermission returns the tool use waiting for approval, or nil.
 func (s *AgentSession) PendingPermission() *PermissionRequest { return clonePtr(s.permission) }
 
-// PausedAt returns when the current pause began, or nil.
-func (s *AgentSession) PausedAt() *time.Time { return clonePtr(s.pausedAt) }
-
 // ReloadPending reports a configuration reload waiting for its ack.
 func (s *AgentSession) ReloadPending() bool { return s.reloadPending }
 

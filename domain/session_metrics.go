@@ -52,9 +52,19 @@ func (s *AgentSession) UpdateMetrics(u MetricsUpdate, now time.Time) error {
 	s.budget = budget
 	if to != s.status {
 		s.moveTo(to, now)
-		s.raise(SessionPauseRequestedEvent{SessionMeta: s.meta(now), Reason: PauseBudgetExhausted, CommandID: s.awaitAck(SidecarPause)})
+		s.stopForBudget(now)
 	}
 	return nil
+}
+
+// stopForBudget raises the request of the control that stops a session
+// whose cap is spent, once its moves took the session there.
+func (s *AgentSession) stopForBudget(now time.Time) {
+	for _, c := range controls {
+		if c.budgetStop != nil {
+			c.budgetStop(s, now)
+		}
+	}
 }
 
 // RaiseBudget sets a higher hard cap. It re-arms the warning and the

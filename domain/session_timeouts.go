@@ -8,36 +8,61 @@ import (
 // tells it the time. NextDeadline says when to call back; ExpireTimeouts
 // applies whichever wait has expired.
 
-// NextDeadline returns when the wait the session is in expires: the open
-// question, the pending tool permission, or the pause. ok is false when
-// the session waits for nothing that times out.
+// A timedWait is a status a session may wait too long in: when its wait
+// expires (ok false while it waits for nothing), and what expiring does.
+type timedWait struct {
+	status   SessionStatus
+	deadline func(s *AgentSession) (deadline time.Time, ok bool)
+	expire   func(s *AgentSession, now time.Time) error
+}
+
+// timedWaits are the statuses that time out: the open question, the
+// pending tool permission, and the controls' (a pause).
+var timedWaits = func() map[SessionStatus]timedWait {
+	waits := map[SessionStatus]timedWait{
+		StatusWaitingForInput: {StatusWaitingForInput, func(s *AgentSession) (time.Time, bool) {
+			if s.question == nil {
+				return time.Time{}, false
+			}
+			return s.question.ExpiresAt, true
+		}, (*AgentSession).ExpireQuestion},
+		StatusWaitingForApproval: {StatusWaitingForApproval, func(s *AgentSession) (time.Time, bool) {
+			if s.permission == nil {
+				return time.Time{}, false
+			}
+			return s.permission.ExpiresAt, true
+		}, func(s *AgentSession, now time.Time) error {
+			if s.permission == nil {
+				return s.refuse("ExpireTimeouts", ErrNoTimeoutDue)
+			}
+			return s.ExpireToolPermission(now)
+		}},
+	}
+	for _, c := range controls {
+		if c.wait != nil {
+			waits[c.wait.status] = *c.wait
+		}
+	}
+	return waits
+}()
+
+// NextDeadline returns when the wait the session is in expires. ok is
+// false when the session waits for nothing that times out.
 func (s *AgentSession) NextDeadline() (deadline time.Time, ok bool) {
-	switch {
-	case s.status == StatusWaitingForInput && s.question != nil:
-		return s.question.ExpiresAt, true
-	case s.status == StatusWaitingForApproval && s.permission != nil:
-		return s.permission.ExpiresAt, true
-	case s.status == StatusPaused && s.pausedAt != nil:
-		return s.pausedAt.Add(s.timeouts.Pause), true
+	if w, waits := timedWaits[s.status]; waits {
+		return w.deadline(s)
 	}
 	return time.Time{}, false
 }
 
-// ExpireTimeouts applies the expired wait, if any, by calling
-// ExpireQuestion, ExpireToolPermission or ExpirePause. It returns a
-// TransitionError with ErrNoTimeoutDue when nothing has expired, so a
-// worker that calls too early or too late (the session moved on) can
-// acknowledge and forget.
+// ExpireTimeouts applies the expired wait, if any, by calling the
+// expiry of the status the session waits in (ExpireQuestion,
+// ExpireToolPermission, ...). It returns a TransitionError with
+// ErrNoTimeoutDue when nothing has expired, so a worker that calls too
+// early or too late (the session moved on) can acknowledge and forget.
 func (s *AgentSession) ExpireTimeouts(now time.Time) error {
-	switch s.status {
-	case StatusWaitingForInput:
-		return s.ExpireQuestion(now)
-	case StatusWaitingForApproval:
-		if s.permission != nil {
-			return s.ExpireToolPermission(now)
-		}
-	case StatusPaused:
-		return s.ExpirePause(now)
+	if w, waits := timedWaits[s.status]; waits {
+		return w.expire(s, now)
 	}
 	return s.refuse("ExpireTimeouts", ErrNoTimeoutDue)
 }
@@ -103,25 +128,5 @@ func (s *AgentSession) ExpireToolPermission(now time.Time) error {
 	default:
 		s.resolvePermission(to, PermissionDeny, "nobody approved the tool use in time", DecidedByTimeout, now)
 	}
-	return nil
-}
-
-// ExpirePause fails a session paused longer than Timeouts().Pause
-// (Paused -> Failed, reason Timeout): a paused sidecar holds a pool slot
-// and resources, and a failed session can still be retried.
-func (s *AgentSession) ExpirePause(now time.Time) error {
-	if err := s.allow(OpExpirePause); err != nil {
-		return err
-	}
-	if s.pausedAt == nil || now.Before(s.pausedAt.Add(s.timeouts.Pause)) {
-		return s.refuse(OpExpirePause, ErrNoTimeoutDue)
-	}
-	to, err := s.target(OpExpirePause, CaseNone)
-	if err != nil {
-		return err
-	}
-	pausedAt := *s.pausedAt
-	s.raise(SessionPauseTimedOutEvent{SessionMeta: s.meta(now), PausedAt: pausedAt})
-	s.fail(to, FailureTimeout, "the session stayed paused too long", now)
 	return nil
 }

@@ -17,8 +17,6 @@ const (
 	OpRecordLogChunk             Operation = "RecordLogChunk"
 	OpRequestInterrupt           Operation = "RequestInterrupt"
 	OpConfirmInterrupted         Operation = "ConfirmInterrupted"
-	OpRequestPause               Operation = "RequestPause"
-	OpConfirmPaused              Operation = "ConfirmPaused"
 	OpRequestResume              Operation = "RequestResume"
 	OpConfirmResumed             Operation = "ConfirmResumed"
 	OpRequestCancel              Operation = "RequestCancel"
@@ -50,7 +48,6 @@ const (
 	OpDenyToolPermission         Operation = "DenyToolPermission"
 	OpExpireQuestion             Operation = "ExpireQuestion"
 	OpExpireToolPermission       Operation = "ExpireToolPermission"
-	OpExpirePause                Operation = "ExpirePause"
 	OpRecordAgentMessage         Operation = "RecordAgentMessage"
 	OpRecordToolCall             Operation = "RecordToolCall"
 	OpRecordToolCallResult       Operation = "RecordToolCallResult"
@@ -142,7 +139,6 @@ func one(s ...SessionStatus) []SessionStatus { return s }
 
 func init() {
 	startTransitions()
-	// The two-phase lifecycle pairs.
 	controlTransitions(move)
 	waitTransitions()
 	endTransitions()
@@ -199,7 +195,6 @@ func waitTransitions() {
 	move(OpExpireToolPermission, one(StatusWaitingForApproval), StatusRunning, CaseTimeoutDeny)
 	move(OpExpireToolPermission, one(StatusWaitingForApproval), StatusRunning, CaseTimeoutAllow)
 	move(OpExpireToolPermission, one(StatusWaitingForApproval), StatusFailed, CaseTimeoutFail)
-	move(OpExpirePause, one(StatusPaused), StatusFailed, CaseNone)
 
 	// Skills and configuration reload.
 	stay(OpEnableSkill, one(StatusIdle, StatusInterrupted), CaseNone)

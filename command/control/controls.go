@@ -22,15 +22,17 @@
 // when the package is initialised: an incomplete or inconsistent row stops
 // every program and test that uses it.
 //
-// A new control, say compact answered by compact_ack, is written in six
+// A new control, say compact answered by compact_ack, is written in seven
 // files and wired by none:
 //
 //   - command/control/controls.go: its row.
 //   - command/sessions.go: its request and confirm command names.
-//   - domain/session_control.go: the session's RequestCompact and
-//     ConfirmCompacted, with their operations, sidecar command name and
-//     events declared beside them, the moves in controlTransitions and
-//     the events in controlEvents.
+//   - domain/session_compact.go (as domain/session_pause.go is pause's):
+//     the session's RequestCompact and ConfirmCompacted, with their
+//     operations, sidecar command name and events declared beside them,
+//     and the control's slice of the session's tables (its moves and its
+//     events with their statuses).
+//   - domain/session_control.go: that slice in the list of controls.
 //   - sidecar/protocol/controls.go: the command's data and the ack, their
 //     types, and both in ControlCommandTypes and AckTypes.
 //   - sidecar/commands.go: the sidecar's handler, in commandHandlers.
