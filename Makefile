@@ -121,11 +121,14 @@ fuzz:
 CHAOS_KILLS ?= 220
 CHAOS_SEED ?= 0
 CHAOS_SESSIONS ?= 30
+# Runner processes that run the sidecars, as compose runs them: each is
+# killed alone (its sidecars suspend) and with all its sidecars at once.
+CHAOS_RUNNERS ?= 2
 
 ## chaos: kill -9 random processes of the multi-process deployment CHAOS_KILLS times while CHAOS_SESSIONS sessions stream, some with poison events, then check nothing was lost or doubled
 chaos: deps
 	$(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./internal/chaos \
-	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.sessions $(CHAOS_SESSIONS) -chaos.gap-min 700ms -chaos.gap-max 1700ms
+	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.sessions $(CHAOS_SESSIONS) -chaos.runners $(CHAOS_RUNNERS) -chaos.gap-min 700ms -chaos.gap-max 1700ms
 
 # The end-to-end steering benchmark's knobs: messages per row, live
 # sessions and messages held per steered session (comma-separated), and
