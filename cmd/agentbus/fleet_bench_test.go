@@ -38,7 +38,10 @@ const (
 //
 //   - placement-p50-ms, placement-p99-ms: from a session's creation (its
 //     POST sent) until its sidecar started (its session_started written),
-//     while every session is created by 8 clients at once;
+//     while every session is created by 8 clients at once, so it includes
+//     the wait behind the sessions created before; started/s beside it is
+//     the sessions started per second, from the first creation until
+//     every sidecar started;
 //   - recovery-all-s, recovery-p50-s: from a kill -9 of the runner with
 //     the most sessions until each of them started again on another
 //     runner, resuming its engine session, beside lease-ttl-s, the lease
@@ -60,9 +63,12 @@ func BenchmarkRunnerFleet(b *testing.B) {
 	procs := u.startFleet(b, fleet, capacity)
 	starts := watchStarts(b, u)
 
+	begun := time.Now()
 	created := u.createFleet(b, n)
+	createdIn := time.Since(begun)
 	starts.waitAll(b, created, time.Duration(n)*500*time.Millisecond+2*wait)
 	placement := starts.placement(created)
+	startedIn := time.Since(begun)
 
 	victim, moved := u.busiestRunner(b, created)
 	for _, id := range moved {
@@ -73,6 +79,7 @@ func BenchmarkRunnerFleet(b *testing.B) {
 	recovery := starts.waitResumed(b, moved, killed, ttl+2*wait)
 	u.assertMovedOff(b, moved, victim)
 
+	b.ReportMetric(float64(n)/startedIn.Seconds(), "started/s")
 	b.ReportMetric(ms(quantile(placement, 0.5)), "placement-p50-ms")
 	b.ReportMetric(ms(quantile(placement, 0.99)), "placement-p99-ms")
 	b.ReportMetric(quantile(recovery, 1).Seconds(), "recovery-all-s")
@@ -82,6 +89,8 @@ func BenchmarkRunnerFleet(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf("fleet: %d sessions on %d runners of capacity %d: placement (created → sidecar started) p50 %.0f ms, p99 %.0f ms\n",
 		n, fleet, capacity, ms(quantile(placement, 0.5)), ms(quantile(placement, 0.99)))
+	fmt.Printf("fleet: the %d sessions created in %.1f s, every sidecar started %.1f s after the first creation (%.0f sessions/s)\n",
+		n, createdIn.Seconds(), startedIn.Seconds(), float64(n)/startedIn.Seconds())
 	fmt.Printf("fleet: %s killed with %d sessions: all resumed on other runners %.1f s after the kill (p50 %.1f s); lease TTL %s\n",
 		victim, len(moved), quantile(recovery, 1).Seconds(), quantile(recovery, 0.5).Seconds(), ttl)
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
