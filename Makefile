@@ -13,7 +13,7 @@ CLAUDE_CODE_VERSION := 2.1.330
 TOOLS_NODE := $(CURDIR)/.tools/node
 CLAUDE_BIN := $(TOOLS_NODE)/node_modules/.bin/claude
 
-.PHONY: servers deps apt-install claude build run test fuzz bench bench-relay chaos tools ui clean
+.PHONY: servers deps apt-install claude build run test fuzz bench bench-relay bench-fleet chaos tools ui clean
 
 # What `make run` needs from the machine: the Postgres and Redis servers,
 # bubblewrap, which confines each session's agent in a sandbox, and
@@ -121,11 +121,14 @@ fuzz:
 CHAOS_KILLS ?= 220
 CHAOS_SEED ?= 0
 CHAOS_SESSIONS ?= 30
+# Runner processes that run the sidecars, as compose runs them: each is
+# killed alone (its sidecars suspend) and with all its sidecars at once.
+CHAOS_RUNNERS ?= 2
 
 ## chaos: kill -9 random processes of the multi-process deployment CHAOS_KILLS times while CHAOS_SESSIONS sessions stream, some with poison events, then check nothing was lost or doubled
 chaos: deps
 	$(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./internal/chaos \
-	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.sessions $(CHAOS_SESSIONS) -chaos.gap-min 700ms -chaos.gap-max 1700ms
+	  -chaos.kills $(CHAOS_KILLS) -chaos.seed $(CHAOS_SEED) -chaos.sessions $(CHAOS_SESSIONS) -chaos.runners $(CHAOS_RUNNERS) -chaos.gap-min 700ms -chaos.gap-max 1700ms
 
 # The end-to-end steering benchmark's knobs: messages per row, live
 # sessions and messages held per steered session (comma-separated), and
@@ -147,7 +150,7 @@ DELIVERY_MESSAGES ?= 2000
 ## bench: run the Go benchmarks and the end-to-end steering benchmark (plot in steering.png), and print a table
 bench: deps
 	AGENTBUS_BENCH_LIVE_SIDECARS=$(LIVE_SIDECARS) \
-	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP|RelayScale|DeliveryUnderLoad)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
+	  $(GO) test -run '^$$' -bench . -skip '^Benchmark(Steering|CommandsHTTP|RelayScale|DeliveryUnderLoad|RunnerFleet)$$' -benchmem -count 1 -timeout 30m ./... | tee bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkCommandsHTTP$$' -benchtime $(COMMANDS_HTTP_REQUESTS)x -count 1 -timeout 30m ./cmd/agentbus | tee -a bench.out
 	AGENTBUS_BENCH_SESSIONS=$(STEERING_SESSIONS) AGENTBUS_BENCH_HISTORY=$(STEERING_HISTORY) \
 	AGENTBUS_BENCH_HOLD_TX=$(filter-out 0,$(STEERING_HOLD_TX)) AGENTBUS_BENCH_PLOT=$(CURDIR)/steering.png \
@@ -168,6 +171,17 @@ bench-relay: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkRedisCost$$' -count 1 -timeout 30m ./relay | tee -a bench-relay.out
 	@echo; echo "relay scale:"; grep -E '^(Benchmark|ok|pkg)' bench-relay.out | column -t
 
+# The fleet's size: sessions over runner processes.
+FLEET_SESSIONS ?= 1000
+FLEET_RUNNERS ?= 10
+
+## bench-fleet: $(FLEET_SESSIONS) sessions over $(FLEET_RUNNERS) runner processes: placement latency p50/p99, and how long after
+## a runner's kill -9 its sessions resume on the others, beside the lease TTL (bench-fleet.out)
+bench-fleet: deps
+	AGENTBUS_BENCH_FLEET_SESSIONS=$(FLEET_SESSIONS) AGENTBUS_BENCH_FLEET_RUNNERS=$(FLEET_RUNNERS) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkRunnerFleet$$' -benchtime 1x -count 1 -timeout 30m ./cmd/agentbus | tee bench-fleet.out
+	@echo; grep -E '^fleet:' bench-fleet.out
+
 ## ui: rebuild the dashboard (ui/dist, embedded in the binary) from ui/web with npm, its client types generated from the OpenAPI document
 ui:
 	$(GO) run ./cmd/agentbus openapi > ui/web/openapi.json
@@ -182,4 +196,4 @@ tools:
 	@echo "bin/nats built: set -a; . .agentbus/credentials.env; set +a; bin/nats --server \"\$$NATS_URL\" stream ls"
 
 clean:
-	rm -rf bin bench.out bench-relay.out steering.png
+	rm -rf bin bench.out bench-relay.out bench-fleet.out steering.png

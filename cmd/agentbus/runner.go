@@ -168,6 +168,29 @@ func runRuntimeWorker(ctx context.Context, in *infra) error {
 
 // runRunner is `agentbus runner --name N --capacity C [--data-dir D]`.
 func runRunner(ctx context.Context, args []string) error {
+	return runRunnerWith(ctx, args, processSidecars)
+}
+
+// sidecarsOf returns what starts the sidecars of the runner named name.
+type sidecarsOf func(ctx context.Context, in *infra, name string) (runners.Sidecars, error)
+
+// processSidecars starts each sidecar as a process of its own, with a
+// launcher: what every runner does.
+func processSidecars(ctx context.Context, in *infra, name string) (runners.Sidecars, error) {
+	dataDir, err := in.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLauncher(ctx, in, launcher.ModeProcess, name, dirsOf(dataDir, name, false))
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// runRunnerWith runs `agentbus runner args...` with its sidecars started
+// by sidecars.
+func runRunnerWith(ctx context.Context, args []string, sidecars sidecarsOf) error {
 	fs := flag.NewFlagSet("runner", flag.ExitOnError)
 	name := fs.String("name", os.Getenv("AGENTBUS_RUNNER_NAME"), "the runner's name, unique in the fleet (default the host name)")
 	capacity := fs.String("capacity", os.Getenv("AGENTBUS_RUNNER_CAPACITY"), "how many sidecars it runs at most (default what the machine holds)")
@@ -210,15 +233,11 @@ func runRunner(ctx context.Context, args []string) error {
 	if err := in.connectRedis(ctx, *redisURL); err != nil {
 		return err
 	}
-	return runOn(ctx, in, *name, n, *drain)
+	return runOn(ctx, in, *name, n, *drain, sidecars)
 }
 
 // runOn runs the runner named name with in's connections.
-func runOn(ctx context.Context, in *infra, name string, capacity int, drain time.Duration) error {
-	dataDir, err := in.dataDir()
-	if err != nil {
-		return err
-	}
+func runOn(ctx context.Context, in *infra, name string, capacity int, drain time.Duration, sidecars sidecarsOf) error {
 	ttl, err := leaseTTL()
 	if err != nil {
 		return err
@@ -227,7 +246,7 @@ func runOn(ctx context.Context, in *infra, name string, capacity int, drain time
 	if err != nil {
 		return err
 	}
-	l, err := newLauncher(ctx, in, launcher.ModeProcess, name, dirsOf(dataDir, name, false))
+	l, err := sidecars(ctx, in, name)
 	if err != nil {
 		return err
 	}

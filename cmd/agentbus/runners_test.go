@@ -27,7 +27,13 @@ import (
 // directory of up.
 func startRunner(t *testing.T, u *upUnderTest, name string, capacity int) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "runner", "--name", name, "--capacity", strconv.Itoa(capacity), "--data-dir", u.dataDir)
+	return startRunnerAs(t, u, "runner", name, capacity)
+}
+
+// startRunnerAs runs `<this binary> command` as a runner process.
+func startRunnerAs(t testing.TB, u *upUnderTest, command, name string, capacity int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], command, "--name", name, "--capacity", strconv.Itoa(capacity), "--data-dir", u.dataDir)
 	cmd.Env = os.Environ()
 	log, err := os.Create(fmt.Sprintf("%s/%s.log", u.dataDir, name))
 	require.NoError(t, err)

@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == standInRunnerCommand {
+		runStandInMain(os.Args[2:])
+	}
 	testenv.Main(m)
 }
 

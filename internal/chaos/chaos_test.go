@@ -41,6 +41,7 @@ var (
 	gapMin   = flag.Duration("chaos.gap-min", 800*time.Millisecond, "shortest pause between two kills")
 	gapMax   = flag.Duration("chaos.gap-max", 2*time.Second, "longest pause between two kills")
 	sessions = flag.Int("chaos.sessions", 3, "sessions driven at once")
+	fleet    = flag.Int("chaos.runners", 0, "runner processes that run the sidecars, killed like the rest, alone or with all their sidecars (0: the runtime worker runs them)")
 )
 
 // settle bounds how long the deployment may take to work through what
@@ -63,7 +64,7 @@ func TestChaos(t *testing.T) {
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
 	}
-	t.Logf("chaos seed %d (replay: -chaos.seed %d -chaos.kills %d)", s, s, *kills)
+	t.Logf("chaos seed %d (replay: -chaos.seed %d -chaos.kills %d -chaos.runners %d)", s, s, *kills, *fleet)
 	rng := rand.New(rand.NewPCG(s, 1))
 
 	dir, err := testenv.TempDir("chaos")
@@ -72,7 +73,7 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	bin, natsBin, err := Build(ctx, "../..", dir)
 	require.NoError(t, err)
-	d := &Deployment{Dir: dir, Bin: bin, NATSBin: natsBin, Secret: "chaos-secret-" + uuid.NewString(),
+	d := &Deployment{Dir: dir, Bin: bin, NATSBin: natsBin, Secret: "chaos-secret-" + uuid.NewString(), Runners: *fleet,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	t.Cleanup(d.Stop)
 	t.Cleanup(func() {

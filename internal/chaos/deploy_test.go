@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentbus/agentbus/internal/localserver"
+	"github.com/agentbus/agentbus/sidecar/launcher"
 )
 
 // Workers are the `agentbus worker <name>` processes of the deployment, as
@@ -33,14 +35,18 @@ var Workers = []string{"commands", "outbox", "acl", "transcript", "sidecar-dispa
 
 // Deployment is the running multi-process deployment.
 type Deployment struct {
-	Dir       string // everything of the deployment lives here
-	Bin       string // the agentbus binary
-	NATSBin   string // the nats-server binary
-	Secret    string // the api's JWT secret
-	APIURL    string // http://127.0.0.1:port
-	RedisURL  string // the runtime's and relay's Redis
-	NATSURL   string
-	DBURL     string
+	Dir      string // everything of the deployment lives here
+	Bin      string // the agentbus binary
+	NATSBin  string // the nats-server binary
+	Secret   string // the api's JWT secret
+	APIURL   string // http://127.0.0.1:port
+	RedisURL string // the runtime's and relay's Redis
+	NATSURL  string
+	DBURL    string
+	// Runners is how many `agentbus runner` processes run the sidecars,
+	// as compose runs them; 0 leaves them to the runtime worker's own
+	// runner.
+	Runners   int
 	Log       *slog.Logger
 	passwords map[string]string
 
@@ -199,12 +205,29 @@ func (d *Deployment) Start(ctx context.Context, usersConf string) error {
 		return err
 	}
 	for _, w := range Workers {
-		if err := d.run("worker-"+w, []string{"worker", w, "--http", ""}, w); err != nil {
+		env := d.env(w)
+		if w == "runtime" && d.Runners > 0 {
+			env = append(env, "AGENTBUS_RUNNER_CAPACITY=0") // it places, the runners run
+		}
+		if err := d.supervised("worker-"+w, d.Bin, []string{"worker", w, "--http", ""}, env); err != nil {
+			return err
+		}
+	}
+	for i := range d.Runners {
+		args := []string{"runner", "--name", runnerName(i), "--capacity", "16"}
+		if err := d.run(fmt.Sprintf("runner-%d", i), args, "runner"); err != nil {
 			return err
 		}
 	}
 	return d.waitReady(ctx)
 }
+
+// runnerName is the name of the runner process runner-<i>.
+func runnerName(i int) string { return fmt.Sprintf("chaos-runner-%d", i) }
+
+// groupSuffix names the component that is the whole of a runner: its
+// process group and its sidecars', each in a process group of its own.
+const groupSuffix = "+sidecars"
 
 // env is what every agentbus process is given: its NATS user and the
 // deployment's servers.
@@ -366,10 +389,14 @@ func (d *Deployment) waitReady(ctx context.Context) error {
 	}
 }
 
-// Components lists what Kill can kill: every process, and "sidecar" for
-// one of the sessions' sidecars.
+// Components lists what Kill can kill: every process, "sidecar" for one
+// of the sessions' sidecars and, for each runner, runner-<i>+sidecars: the
+// runner with all its sidecars at once, as when its host is lost.
 func (d *Deployment) Components() []string {
 	out := []string{"postgres", "redis", "sidecar"}
+	for i := range d.Runners {
+		out = append(out, fmt.Sprintf("runner-%d", i)+groupSuffix)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name := range d.procs {
@@ -399,22 +426,10 @@ func (d *Deployment) Kill(ctx context.Context, name string) (bool, error) {
 		d.redis = r
 		return true, nil
 	case "sidecar":
-		pids, err := d.SidecarPIDs(ctx)
-		if err != nil || len(pids) == 0 {
-			return false, err
-		}
-		var pid int
-		for _, p := range pids {
-			pid = p
-			break
-		}
-		err = syscall.Kill(pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			// It exited between the runtime's record and the kill: there
-			// was nothing to kill.
-			return false, nil
-		}
-		return true, err
+		return d.killSidecar(ctx)
+	}
+	if runner, ok := strings.CutSuffix(name, groupSuffix); ok {
+		return true, d.killRunnerGroups(ctx, runner)
 	}
 	d.mu.Lock()
 	p := d.procs[name]
@@ -424,6 +439,56 @@ func (d *Deployment) Kill(ctx context.Context, name string) (bool, error) {
 	}
 	p.kill()
 	return true, nil
+}
+
+// killSidecar kills one of the sidecars running; false when none runs.
+func (d *Deployment) killSidecar(ctx context.Context) (bool, error) {
+	pids, err := d.SidecarPIDs(ctx)
+	if err != nil || len(pids) == 0 {
+		return false, err
+	}
+	var pid int
+	for _, p := range pids {
+		pid = p
+		break
+	}
+	err = syscall.Kill(pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		// It exited between the runtime's record and the kill: there
+		// was nothing to kill.
+		return false, nil
+	}
+	return true, err
+}
+
+// killRunnerGroups kills with SIGKILL, at once, the process group of the
+// runner process named runner and the process group of each sidecar it
+// records: nothing of it is left to stop in order. Its supervisor starts
+// the runner again.
+func (d *Deployment) killRunnerGroups(ctx context.Context, runner string) error {
+	d.mu.Lock()
+	p := d.procs[runner]
+	d.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no runner %q", runner)
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(runner, "runner-"))
+	if err != nil {
+		return err
+	}
+	pids, err := d.recordedSidecars(ctx, runnerName(i))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // started with Setpgid: it leads its group
+	for _, pid := range pids {
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // each sidecar leads a session of its own
+	}
+	<-exited
+	return nil
 }
 
 func restartUntil[T any](ctx context.Context, start func() (T, error)) (T, error) {
@@ -445,15 +510,32 @@ func restartUntil[T any](ctx context.Context, start func() (T, error)) (T, error
 }
 
 // SidecarPIDs returns the pid of each running sidecar, by session, from
-// the runtime's records.
+// the records of the runtime's runner and of the runner processes.
 func (d *Deployment) SidecarPIDs(ctx context.Context) (map[string]int, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, err
 	}
+	out, err := d.recordedSidecars(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	for i := range d.Runners {
+		pids, err := d.recordedSidecars(ctx, runnerName(i))
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, pids)
+	}
+	return out, nil
+}
+
+// recordedSidecars returns the pid of each sidecar the launcher named
+// name records as running, by session.
+func (d *Deployment) recordedSidecars(ctx context.Context, name string) (map[string]int, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(d.RedisURL, "redis://"), "/0")})
 	defer rdb.Close()
-	recs, err := rdb.HGetAll(ctx, "agentbus:launcher:"+host+":sidecars").Result()
+	recs, err := rdb.HGetAll(ctx, launcher.RecordsKey(name)).Result()
 	if err != nil {
 		return nil, err
 	}

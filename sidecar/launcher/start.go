@@ -51,6 +51,17 @@ func WithRedisURL(url string) StartOption {
 	return func(o *startOptions) { o.redisURL = url }
 }
 
+// RedisURLOf returns the URL opts hand the sidecar (WithRedisURL), ""
+// when none does: for sidecars a runner starts by other means than a
+// launcher.
+func RedisURLOf(opts ...StartOption) string {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.redisURL
+}
+
 // redisURL returns the URL the session's sidecar connects with, and the
 // hash of its password when the launcher made the user.
 func (l *Launcher) redisURL(ctx context.Context, id string, o startOptions) (string, string) {

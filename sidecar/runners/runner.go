@@ -12,6 +12,33 @@ import (
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
 
+// Sidecars start and watch the sidecars of a runner. A launcher.Launcher
+// does, with a process for each; a benchmark of the fleet runs stand-ins
+// in the runner's process instead, so that one machine holds a thousand.
+type Sidecars interface {
+	// Start takes over the sidecars an earlier run recorded.
+	Start(ctx context.Context) error
+	// Close stops every sidecar; each resumes where it is placed next.
+	Close() error
+	// StartSession starts the session's sidecar.
+	StartSession(ctx context.Context, cfg protocol.Config, apiKey string, opts ...launcher.StartOption) (launcher.Handle, error)
+	// Stop ends the session's sidecar; launcher.ErrNotRunning when none runs.
+	Stop(sessionID string) error
+	// Forget drops the record of a sidecar that exited.
+	Forget(ctx context.Context, sessionID string) error
+	// Running returns the sidecars running.
+	Running() []launcher.Handle
+	// PID returns the process of the session's sidecar, while it runs.
+	PID(sessionID string) (int, bool)
+	// Exited returns the sessions whose sidecar exited without ending
+	// its session.
+	Exited(ctx context.Context) ([]string, error)
+	// Exits is signalled when a sidecar exited without ending its session.
+	Exits() <-chan struct{}
+}
+
+var _ Sidecars = (*launcher.Launcher)(nil)
+
 // Runner runs the sidecars of the sessions assigned to it, with its
 // launcher, and keeps its lease while it runs. It needs NATS and Redis
 // only: what a sidecar starts with comes in its assignment.
@@ -21,9 +48,9 @@ type Runner struct {
 	// Capacity is how many sidecars it runs at most.
 	Capacity int
 	Store    *Store
-	// Launcher starts the sidecars (Config.PlacedRedisUsers set); Run
-	// starts and closes it.
-	Launcher *launcher.Launcher
+	// Launcher starts the sidecars: a launcher.Launcher with
+	// Config.PlacedRedisUsers set. Run starts and closes it.
+	Launcher Sidecars
 	// DrainTimeout is how long, once Run's context ends, the runner drains
 	// (the placer moves its sessions elsewhere, each between two turns)
 	// before it stops the sidecars still here; zero stops them at once.
