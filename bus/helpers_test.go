@@ -13,7 +13,11 @@ import (
 
 	"github.com/agentbus/agentbus/bus"
 	"github.com/agentbus/agentbus/bus/bustest"
+	"github.com/agentbus/agentbus/internal/testenv"
 )
+
+// TestMain stops the Postgres servers the tests started.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // waitFor is generous: the tests share two cores and run with -race.
 const waitFor = 60 * time.Second

@@ -44,6 +44,7 @@ func Run(ctx context.Context, js jetstream.JetStream, cfg RunnerConfig) error {
 	base, cancelBase := r.handlerContext(ctx)
 	defer cancelBase()
 	r.base = base
+	r.stopping = ctx
 
 	// With an OrderKey each worker owns a lane and a key always maps to
 	// the same lane. Without one there are no lanes: the workers take
@@ -106,9 +107,12 @@ type runner struct {
 	def    *jetstream.ConsumerConfig
 	logger *slog.Logger
 	// base is the context handlers run in (see Run).
-	base   context.Context
-	lanes  []*lane
-	policy atomic.Pointer[policy]
+	base context.Context
+	// stopping is Run's context: once it ends, a message held while its
+	// handler's servers are unavailable is handed back (see attempt).
+	stopping context.Context
+	lanes    []*lane
+	policy   atomic.Pointer[policy]
 	// pin is the id this copy was last pinned with in a priority group.
 	pin atomic.Value
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/codes"
@@ -25,6 +26,59 @@ type batchItem struct {
 // that no message of its key is settled before it.
 func (r *runner) handleBatch(base context.Context, msgs []jetstream.Msg) {
 	p := r.policy.Load()
+	items := r.batchItems(msgs, p)
+	if len(items) == 0 {
+		return
+	}
+	inOrder := r.cfg.RetryInOrder && r.cfg.OrderKey != nil
+	errs := r.batchAttempt(base, items, p, inOrder)
+	for start := 0; start < len(items); {
+		if !inOrder {
+			r.settleAll(items[start:], errs[start:], p)
+			return
+		}
+		failed := start
+		for failed < len(items) && errs[failed] == nil {
+			r.settle(items[failed].m, items[failed].md, p, nil, items[failed].attempt, items[failed].log)
+			failed++
+		}
+		if failed == len(items) {
+			return
+		}
+		it := items[failed]
+		if IsUnavailable(errs[failed]) {
+			// Run stopped while the batch waited for its servers: the
+			// rest is settled by its last results, as below.
+			r.settleAll(items[failed:], errs[failed:], p)
+			return
+		}
+		if IsPermanent(errs[failed]) || int(it.attempt) >= p.attempts {
+			r.settle(it.m, it.md, p, errs[failed], it.attempt, it.log)
+			start = failed + 1
+			continue
+		}
+		// The lane waits for the message: the messages of its key behind
+		// it must not overtake it, so they wait with it and run again
+		// (handlers are idempotent).
+		rest := items[failed:]
+		delay := p.delay(it.attempt)
+		it.log.Warn("handler failed, retrying in order", "err", errs[failed], "retry_in", delay, "behind", len(rest)-1)
+		if !r.holdInProgress(base, msgsOf(rest), p.ackDeadline(it.md.NumDelivered), delay) {
+			r.settleAll(rest, errs[failed:], p)
+			return
+		}
+		for i := range rest {
+			rest[i].attempt++
+		}
+		copy(errs[failed:], r.batchAttempt(base, rest, p, inOrder))
+		start = failed
+	}
+}
+
+// batchItems are the messages of msgs to run the handler on. A message
+// delivered beyond the handler attempts is dead-lettered instead: its
+// handler never returned (see handle).
+func (r *runner) batchItems(msgs []jetstream.Msg, p *policy) []batchItem {
 	items := make([]batchItem, 0, len(msgs))
 	for _, m := range msgs {
 		md, err := m.Metadata()
@@ -39,50 +93,54 @@ func (r *runner) handleBatch(base context.Context, msgs []jetstream.Msg) {
 		}
 		items = append(items, batchItem{m: m, md: md, log: log, attempt: md.NumDelivered})
 	}
-	if len(items) == 0 {
-		return
+	return items
+}
+
+func (r *runner) settleAll(items []batchItem, errs []error, p *policy) {
+	for i, it := range items {
+		r.settle(it.m, it.md, p, errs[i], it.attempt, it.log)
 	}
+}
+
+// batchAttempt runs the batch handler on items as one attempt. The
+// messages whose handler found its servers unavailable are then held,
+// kept alive on the server, and run again after a growing pause (with
+// RetryInOrder, every message behind the first of them too), until none
+// is left or Run stops: an outage spends none of their attempts (see
+// attempt).
+func (r *runner) batchAttempt(base context.Context, items []batchItem, p *policy, inOrder bool) []error {
 	errs := r.runBatch(base, items, p)
-	inOrder := r.cfg.RetryInOrder && r.cfg.OrderKey != nil
-	for start := 0; start < len(items); {
-		if !inOrder {
-			for i := start; i < len(items); i++ {
-				r.settle(items[i].m, items[i].md, p, errs[i], items[i].attempt, items[i].log)
-			}
-			return
+	var pause time.Duration
+	for {
+		again := unavailableItems(errs, inOrder)
+		if len(again) == 0 {
+			return errs
 		}
-		failed := start
-		for failed < len(items) && errs[failed] == nil {
-			r.settle(items[failed].m, items[failed].md, p, nil, items[failed].attempt, items[failed].log)
-			failed++
+		held := make([]batchItem, len(again))
+		for k, i := range again {
+			held[k] = items[i]
 		}
-		if failed == len(items) {
-			return
+		pause = r.outagePause(pause, errs[again[0]], len(held), held[0].log)
+		if !r.holdInProgress(r.stopping, msgsOf(held), p.ackDeadline(held[0].md.NumDelivered), pause) {
+			return errs
 		}
-		it := items[failed]
-		if IsPermanent(errs[failed]) || int(it.attempt) >= p.attempts {
-			r.settle(it.m, it.md, p, errs[failed], it.attempt, it.log)
-			start = failed + 1
-			continue
+		for k, err := range r.runBatch(base, held, p) {
+			errs[again[k]] = err
 		}
-		// The lane waits for the message: the messages of its key behind
-		// it must not overtake it, so they wait with it and run again
-		// (handlers are idempotent).
-		rest := items[failed:]
-		delay := p.delay(it.attempt)
-		it.log.Warn("handler failed, retrying in order", "err", errs[failed], "retry_in", delay, "behind", len(rest)-1)
-		if !r.holdInProgress(base, msgsOf(rest), p.ackDeadline(it.md.NumDelivered), delay) {
-			for i, rit := range rest {
-				r.settle(rit.m, rit.md, p, errs[failed+i], rit.attempt, rit.log)
-			}
-			return
-		}
-		for i := range rest {
-			rest[i].attempt++
-		}
-		copy(errs[failed:], r.runBatch(base, rest, p))
-		start = failed
 	}
+}
+
+// unavailableItems are the indexes of the messages a batch attempt runs
+// again: those whose servers were unavailable and, in order, every one
+// behind the first of them.
+func unavailableItems(errs []error, inOrder bool) []int {
+	var again []int
+	for i, err := range errs {
+		if IsUnavailable(err) || inOrder && len(again) > 0 {
+			again = append(again, i)
+		}
+	}
+	return again
 }
 
 func msgsOf(items []batchItem) []jetstream.Msg {

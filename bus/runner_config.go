@@ -16,6 +16,12 @@ import (
 //   - it returns nil: the message is acknowledged and not delivered again;
 //   - it returns an error: the message is negatively acknowledged and
 //     redelivered after the backoff for its delivery count;
+//   - it returns an error that says a server it depends on is unavailable
+//     (IsUnavailable: Postgres, NATS or a connection down or restarting):
+//     the message is held, kept alive on the server, and the handler runs
+//     again in place after a growing pause (250ms up to 5s) until it
+//     returns something else or Run stops; an outage spends none of the
+//     message's attempts;
 //   - it returns Permanent(err), or fails on the last allowed delivery: the
 //     message is terminated and a copy goes to agents.dlq.<consumer> with the
 //     error in the Agents-Error header, and the runner goes on;

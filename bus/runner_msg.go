@@ -59,21 +59,57 @@ func (r *runner) handle(base context.Context, m jetstream.Msg) {
 		return
 	}
 
-	err = r.runHandler(base, m, md, p)
+	err = r.attempt(base, m, md, p, log)
 	attempt := md.NumDelivered
 	if r.cfg.RetryInOrder && r.cfg.OrderKey != nil {
 		// The lane waits for the message: the messages of its key behind
-		// it must not overtake it.
-		for ; err != nil && !IsPermanent(err) && int(attempt) < p.attempts; attempt++ {
+		// it must not overtake it. An error still unavailable after the
+		// attempt means Run is stopping.
+		for ; err != nil && !IsPermanent(err) && !IsUnavailable(err) && int(attempt) < p.attempts; attempt++ {
 			delay := p.delay(attempt)
 			log.Warn("handler failed, retrying in order", "err", err, "retry_in", delay)
 			if !r.holdInProgress(base, []jetstream.Msg{m}, p.ackDeadline(md.NumDelivered), delay) {
 				break
 			}
-			err = r.runHandler(base, m, md, p)
+			err = r.attempt(base, m, md, p, log)
 		}
 	}
 	r.settle(m, md, p, err, attempt, log)
+}
+
+// attempt runs the handler on m as one attempt. While the handler fails
+// because a server it depends on is unavailable (a database restart), m
+// is held, kept alive on the server, and the handler runs again after a
+// growing pause: an outage, however long, spends none of m's attempts,
+// which would otherwise run out within the retry schedule. Only Run
+// stopping ends the wait; the unavailable error is then returned.
+func (r *runner) attempt(base context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, p *policy, log *slog.Logger) error {
+	var pause time.Duration
+	for {
+		err := r.runHandler(base, m, md, p)
+		if !IsUnavailable(err) {
+			return err
+		}
+		pause = r.outagePause(pause, err, 1, log)
+		if !r.holdInProgress(r.stopping, []jetstream.Msg{m}, p.ackDeadline(md.NumDelivered), pause) {
+			return err
+		}
+	}
+}
+
+// outagePause is the pause before running a handler again after it found
+// its servers unavailable, the pause before being before (zero at first).
+// The first one of a hold is logged as a warning, the rest for debugging:
+// an outage holds many messages at once.
+func (r *runner) outagePause(before time.Duration, err error, messages int, log *slog.Logger) time.Duration {
+	pause := nextOutagePause(before)
+	level := slog.LevelDebug
+	if before == 0 {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "handler's servers unavailable, holding the message and retrying in place",
+		"err", err, "retry_in", pause, "messages", messages)
+	return pause
 }
 
 // settle acknowledges m when its handler succeeded, dead-letters it when
@@ -85,7 +121,9 @@ func (r *runner) settle(m jetstream.Msg, md *jetstream.MsgMetadata, p *policy, e
 		if err := m.Ack(); err != nil {
 			log.Warn("ack failed; the message will be redelivered", "err", err)
 		}
-	case IsPermanent(err) || int(attempt) >= p.attempts:
+	case IsPermanent(err) || int(attempt) >= p.attempts && !IsUnavailable(err):
+		// An unavailable error here means Run stopped while the handler
+		// waited for its servers: that is not the message's fault.
 		r.deadLetter(m, md, p, err, log)
 	default:
 		delay := p.delay(md.NumDelivered)

@@ -200,6 +200,44 @@ func PrivateRedis(t testing.TB) *localserver.Redis {
 	return srv
 }
 
+// PrivatePostgres starts a Postgres server of the test's own, for tests
+// that stop, kill or restart it; it is stopped when the test ends. Its
+// "postgres" database has no migrations applied. It syncs every commit to
+// disk, so what was committed survives a kill.
+func PrivatePostgres(t testing.TB) *localserver.Postgres {
+	t.Helper()
+	dir, err := TempDir("pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := localserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := localserver.StartPostgres(ctx, localserver.PostgresConfig{Dir: filepath.Join(dir, "data"), Port: port, Durable: true})
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// RestartPostgres starts old again on its directory and port; old must be
+// stopped or killed.
+func RestartPostgres(t testing.TB, old *localserver.Postgres) *localserver.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := old.Restart(ctx)
+	if err != nil {
+		t.Fatalf("restart postgres: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 func sanitize(name string) string {
 	name = strings.ToLower(name)
 	b := make([]rune, 0, len(name))

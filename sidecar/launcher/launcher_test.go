@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +110,7 @@ type env struct {
 	redisURL string
 	name     string
 	logs     string
+	log      *slog.Logger // nil: slog.Default()
 }
 
 func newEnv(t *testing.T) *env {
@@ -123,6 +126,7 @@ func (e *env) launcher(mode launcher.Mode, apiURL string) *launcher.Launcher {
 		Mode: mode, Redis: e.rdb, RedisURL: e.redisURL, Binary: exe, APIURL: apiURL,
 		ConfigDir: filepath.Join(e.logs, "configs"), LogDir: e.logs, Name: e.name,
 		PollInterval: 100 * time.Millisecond, Sandbox: testSandbox(e.t), SandboxDir: filepath.Join(e.logs, "sandboxes"),
+		Logger: e.log,
 	})
 	require.NoError(e.t, err)
 	require.NoError(e.t, l.Start(context.Background()))
@@ -621,6 +625,64 @@ func TestSidecarKeepsItsRedisUserAcrossARedisRestart(t *testing.T) {
 	assert.ErrorContains(t, err, "NOPERM", "and no more")
 	_, running := l.PID(cfg.SessionID)
 	assert.True(t, running, "the sidecar carries on")
+}
+
+// TestASidecarThatExitsWhileRedisIsDownIsMarkedOnceRedisIsBack: the
+// launcher waits for Redis to record the exit, so the runtime starts the
+// sidecar again, instead of leaving a record of a sidecar still running.
+func TestASidecarThatExitsWhileRedisIsDownIsMarkedOnceRedisIsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := testenv.PrivateRedis(t)
+	e.redisURL = srv.URL()
+	e.rdb = testenv.RedisClient(t, e.redisURL)
+	logged := &messages{}
+	e.log = slog.New(logged)
+	l := e.launcher(launcher.ModeProcess, "")
+	cfg := config(t, "long")
+	_, err := l.StartSession(context.Background(), cfg, "k")
+	require.NoError(t, err)
+	e.waitEvent(cfg.SessionID, protocol.EventAssistantMessage, wait)
+	pid, ok := l.PID(cfg.SessionID)
+	require.True(t, ok)
+
+	srv.Kill()
+	require.NoError(t, syscall.Kill(-pid, syscall.SIGKILL))
+	// Redis stays down until the launcher's bookkeeping of the exit has
+	// failed on it: given up, or waiting for Redis.
+	require.Eventually(t, func() bool { return logged.has("exited sidecar") }, wait, 20*time.Millisecond,
+		"the launcher found Redis down")
+	srv = testenv.RestartRedis(t, srv)
+
+	require.Eventually(t, func() bool {
+		exited, err := l.Exited(context.Background())
+		return err == nil && slices.Contains(exited, cfg.SessionID)
+	}, wait, 50*time.Millisecond, "the sidecar is marked to start again")
+}
+
+// messages is a log handler that keeps the messages of warnings and
+// errors.
+type messages struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (m *messages) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (m *messages) WithAttrs([]slog.Attr) slog.Handler           { return m }
+func (m *messages) WithGroup(string) slog.Handler                { return m }
+
+func (m *messages) Handle(_ context.Context, r slog.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.msgs = append(m.msgs, r.Message)
+	return nil
+}
+
+// has reports whether a message contains s.
+func (m *messages) has(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.ContainsFunc(m.msgs, func(msg string) bool { return strings.Contains(msg, s) })
 }
 
 // descendants returns the pids of pid's descendants.

@@ -408,17 +408,16 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string, observed boo
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ended, err := sessionEnded(ctx, l.cfg.Redis, id)
-	if err != nil {
-		l.log.Error("could not tell whether the sidecar ended its session; it will be started again", "session_id", id, "error", err)
-	}
+	ended := l.ended(id)
 	rec := p.rec
 	switch {
 	case stopping || ended:
 		l.log.Info("sidecar exited", "session_id", id, "exit_code", exitCode)
 		l.dropUser(ctx, id)
 		l.dropSandbox(id)
-		if err := l.cfg.Redis.HDel(ctx, l.key, id).Err(); err != nil {
+		if err := l.untilRedisAnswers("removing the record of an exited sidecar", id, func(ctx context.Context) error {
+			return l.cfg.Redis.HDel(ctx, l.key, id).Err()
+		}); err != nil {
 			l.log.Warn("record not removed", "session_id", id, "error", err)
 		}
 		return
@@ -436,13 +435,53 @@ func (l *Launcher) exited(p *sidecarProc, exitCode int, how string, observed boo
 		l.log.Warn("sidecar exited without ending its session; it will be started again", "session_id", id, "exit_code", exitCode, "how", how)
 	}
 	rec.Exited = true
-	if err := l.store(ctx, id, rec); err != nil {
+	if err := l.untilRedisAnswers("recording an exited sidecar", id, func(ctx context.Context) error {
+		return l.store(ctx, id, rec)
+	}); err != nil {
 		l.log.Error("exited sidecar not recorded", "session_id", id, "error", err)
 	}
 	if !closed {
 		select {
 		case l.exits <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// ended reports whether the exited sidecar ended its session.
+func (l *Launcher) ended(id string) bool {
+	var ended bool
+	err := l.untilRedisAnswers("reading the end of the session of an exited sidecar", id, func(ctx context.Context) (err error) {
+		ended, err = sessionEnded(ctx, l.cfg.Redis, id)
+		return err
+	})
+	if err != nil {
+		l.log.Error("could not tell whether the sidecar ended its session; it will be started again", "session_id", id, "error", err)
+	}
+	return ended
+}
+
+// untilRedisAnswers runs op, a read or write of an exited sidecar's
+// session or record, again until Redis answers it or the launcher closes.
+// Given up on, a record would stay as it was, of a sidecar running: no one
+// would start the sidecar again, and its session would wait for it for
+// good (a cancel never confirmed, messages never delivered). Redis down or
+// loading its data after a restart is an outage to wait out.
+func (l *Launcher) untilRedisAnswers(what, id string, op func(context.Context) error) error {
+	for failures := 0; ; failures++ {
+		ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+		err := op(ctx)
+		cancel()
+		if err == nil || l.ctx.Err() != nil {
+			return err
+		}
+		if failures == 0 {
+			l.log.Warn(what+" failed, retrying", "session_id", id, "error", err)
+		}
+		select {
+		case <-l.ctx.Done():
+			return err
+		case <-time.After(min(100*time.Millisecond<<min(failures, 5), 2*time.Second)):
 		}
 	}
 }
