@@ -7,13 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
 
@@ -21,9 +19,7 @@ import (
 // pool, directories and sessions.
 func (u *upUnderTest) newUser(t *testing.T) *uptest.Client {
 	t.Helper()
-	token, err := api.NewToken(runtimeSecret, uuid.NewString(), time.Hour)
-	require.NoError(t, err)
-	return &uptest.Client{T: t, Base: u.base, Token: token, Redis: u.redis, Wait: 2 * wait}
+	return u.As(t, runtimeSecret, uuid.NewString())
 }
 
 // suite starts the scenario of two-second tool calls and waits for its

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
 
@@ -69,10 +68,7 @@ type flow struct {
 
 func newFlow(t *testing.T, u *upProcess, w *world, script ...reply) *flow {
 	t.Helper()
-	token, err := api.NewToken(upSecret, uuid.NewString(), time.Hour)
-	require.NoError(t, err)
-	f := &flow{Client: &uptest.Client{T: t, Base: u.base, Token: token, Redis: u.redis, Wait: 2 * wait},
-		model: w.model, marker: "[flow " + uuid.NewString()[:8] + "]"}
+	f := &flow{Client: u.As(t, upSecret, uuid.NewString()), model: w.model, marker: "[flow " + uuid.NewString()[:8] + "]"}
 	w.model.route(t, f.marker, script...)
 	return f
 }
