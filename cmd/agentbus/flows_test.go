@@ -186,16 +186,9 @@ func TestEveryFlowWithTheScriptEngine(t *testing.T) {
 		},
 		"Close": func(t *testing.T) {
 			f := u.newUser(t)
-			// A session is Idle with nothing to review when its turn was cut
-			// short: here by a sidecar crash, after which it is started again.
 			id := f.Start("Run the suite [scenario:long]", nil)
 			f.WaitActivity(id, "integration")
-			require.NoError(t, syscall.Kill(f.SidecarPID(id), syscall.SIGKILL))
-			f.WaitFor(id, "Idle without review", func(s uptest.Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
-			pid := f.SidecarPID(id)
-			f.Post(id, "close", nil)
-			f.WaitStatus(id, "Completed")
-			f.WaitGone(pid)
+			f.CloseAfterCrash(id)
 		},
 		"Context exhausted, handed off": func(t *testing.T) {
 			f := u.newUser(t)

@@ -291,17 +291,10 @@ func TestEveryFlowWithTheClaudeEngine(t *testing.T) {
 			f.done()
 		},
 		"Close": func(t *testing.T) {
-			// A session is Idle with nothing to review when its turn was cut
-			// short: here by a sidecar crash, after which it is started again.
 			f := newFlow(t, u, w, sleep("toolu_wait", "timeout 60 tail -f /dev/null"))
 			id := f.start("Wait.", nil)
 			f.WaitActivity(id, "tail -f /dev/null")
-			require.NoError(t, syscall.Kill(f.SidecarPID(id), syscall.SIGKILL))
-			f.WaitFor(id, "Idle without review", func(s uptest.Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
-			pid := f.SidecarPID(id)
-			f.Post(id, "close", nil)
-			f.WaitStatus(id, "Completed")
-			f.WaitGone(pid)
+			f.CloseAfterCrash(id)
 		},
 		"Context exhausted, handed off": func(t *testing.T) {
 			f := newFlow(t, u, w, reply{inputTokens: 210000, blocks: []block{text("I have read the whole legacy package.")}})
