@@ -121,7 +121,7 @@ func (s *Server) listChains(ctx context.Context, in *listChainsInput) (*chainLis
 }
 
 func (s *Server) getChain(ctx context.Context, in *chainIDInput) (*chainOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func (s *Server) addCheckpointDiffRoute(api huma.API) {
 }
 
 func (s *Server) getCheckpointDiff(ctx context.Context, in *checkpointDiffInput) (*checkpointDiffOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func (s *Server) usableCheckpoint(ctx context.Context, owner, id uuid.UUID, turn
 }
 
 func (s *Server) getCheckpoints(ctx context.Context, in *sessionIDInput) (*checkpointsOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (s *Server) getCheckpoints(ctx context.Context, in *sessionIDInput) (*check
 // skills, tool approval) from one of the parent's checkpoints; the
 // runtime copies the snapshot into the fork's new working directory.
 func (s *Server) forkSession(ctx context.Context, in *forkInput) (*startSessionOutput, error) {
-	owner, parentID, err := s.readSession(ctx, in.ID)
+	owner, parentID, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (s *Server) forkSession(ctx context.Context, in *forkInput) (*startSessionO
 }
 
 func (s *Server) rewindSession(ctx context.Context, in *rewindInput) (*sessionOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
@@ -92,13 +93,24 @@ func (s *Server) send(ctx context.Context, aggregate, name string, id uuid.UUID,
 		return nil, huma.Error503ServiceUnavailable("the command bus is not available", err)
 	}
 	if res.Error != nil {
-		refusal := *res.Error
-		if f, ok := fields[refusal.Field]; ok {
-			refusal.Field = f
-		}
-		return nil, &refusal
+		return nil, renamed(*res.Error, fields)
 	}
 	return res.State, nil
+}
+
+// renamed is a refusal that names its field as the request does, in its
+// field and in its message, which the domain starts with the field's name
+// ("budget.hardCapUsd: must be greater than 0").
+func renamed(refusal command.Error, fields map[string]string) *command.Error {
+	f, ok := fields[refusal.Field]
+	if !ok {
+		return &refusal
+	}
+	if rest, found := strings.CutPrefix(refusal.Message, refusal.Field+":"); found {
+		refusal.Message = f + ":" + rest
+	}
+	refusal.Field = f
+	return &refusal
 }
 
 // decodeState reads a command's resulting state.

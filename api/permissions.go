@@ -51,7 +51,7 @@ func (s *Server) addPermissionRoutes(api huma.API) {
 }
 
 func (s *Server) listPermissions(ctx context.Context, in *sessionIDInput) (*permissionsOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func (s *Server) addQueueRoutes(api huma.API) {
 }
 
 func (s *Server) enqueue(ctx context.Context, in *enqueueMessageInput) (*enqueueOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (c *ownerCache) put(id uuid.UUID, owner string) {
 }
 
 func (s *Server) getQueue(ctx context.Context, in *sessionIDInput) (*queueOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

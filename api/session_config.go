@@ -34,7 +34,7 @@ func (s *Server) addSessionConfigRoutes(api huma.API) {
 }
 
 func (s *Server) getSessionConfig(ctx context.Context, in *sessionIDInput) (*sessionConfigOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -248,8 +248,9 @@ func (s *Server) startSession(ctx context.Context, in *startSessionInput) (*star
 	return out, nil
 }
 
-// readSession checks the caller and the store, and parses the session id.
-func (s *Server) readSession(ctx context.Context, rawID string) (owner, id uuid.UUID, err error) {
+// readOwned checks the caller and the store, and parses the path's id of
+// what the caller reads: a session, template, skill, chain or webhook.
+func (s *Server) readOwned(ctx context.Context, rawID string) (owner, id uuid.UUID, err error) {
 	if owner, err = s.reader(ctx); err != nil {
 		return
 	}
@@ -338,7 +339,7 @@ func (s *Server) history(ctx context.Context, in *historyInput) (*historyOutput,
 }
 
 func (s *Server) getSession(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +367,7 @@ type RunnerPlaces interface {
 }
 
 func (s *Server) getTaskList(ctx context.Context, in *sessionIDInput) (*taskListOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +379,7 @@ func (s *Server) getTaskList(ctx context.Context, in *sessionIDInput) (*taskList
 }
 
 func (s *Server) getPlan(ctx context.Context, in *sessionIDInput) (*planOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +391,7 @@ func (s *Server) getPlan(ctx context.Context, in *sessionIDInput) (*planOutput, 
 }
 
 func (s *Server) getMetrics(ctx context.Context, in *sessionIDInput) (*metricsOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,9 @@ func TestStartSession(t *testing.T) {
 			p := resp.problem(t)
 			assert.Equal(t, "validation", p["kind"])
 			assert.Equal(t, tt.field, p["errors"].([]any)[0].(map[string]any)["location"], resp.String())
+			for domainField := range startFields {
+				assert.NotContains(t, resp.String(), domainField, "the answer names the request's fields, not the domain's")
+			}
 		})
 	}
 	t.Run("404 for a skill that is not yours", func(t *testing.T) {

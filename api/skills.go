@@ -173,7 +173,7 @@ func (s *Server) listSkills(ctx context.Context, in *listSkillsInput) (*skillLis
 }
 
 func (s *Server) getSkill(ctx context.Context, in *skillIDInput) (*skillOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (s *Server) updateSkill(ctx context.Context, in *updateSkillInput) (*skillO
 }
 
 func (s *Server) listMemoryPills(ctx context.Context, in *memoryPillsInput) (*memoryPillListOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +262,7 @@ func (s *Server) addConsolidationRoute(api huma.API) {
 }
 
 func (s *Server) consolidateSkill(ctx context.Context, in *consolidateSkillInput) (*consolidationOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

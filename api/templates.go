@@ -277,7 +277,7 @@ func (s *Server) listTemplates(ctx context.Context, in *listTemplatesInput) (*te
 }
 
 func (s *Server) getTemplate(ctx context.Context, in *templateIDInput) (*templateOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func optionalUUID(field, raw string) (*uuid.UUID, error) {
 }
 
 func (s *Server) getLogs(ctx context.Context, in *logsInput) (*logsOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (s *Server) getLogs(ctx context.Context, in *logsInput) (*logsOutput, error
 
 // transcriptParams reads the caller, the session and the subagent filter.
 func (s *Server) transcriptParams(ctx context.Context, in *transcriptInput) (queries.TranscriptParams, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return queries.TranscriptParams{}, err
 	}
@@ -243,7 +243,7 @@ func (s *Server) getToolCalls(ctx context.Context, in *transcriptInput) (*toolCa
 }
 
 func (s *Server) getActivity(ctx context.Context, in *activityInput) (*activityOutput, error) {
-	owner, id, err := s.readSession(ctx, in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -44,11 +44,7 @@ func (s *Server) addWebhookDeliveryRoutes(api huma.API) {
 }
 
 func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*deliveryListOutput, error) {
-	owner, err := s.reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseID("path.id", in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +60,7 @@ func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*
 }
 
 func (s *Server) redeliver(ctx context.Context, in *deliveryIDInput) (*deliveryOutput, error) {
-	owner, err := s.webhookWriter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	hook, err := parseID("path.id", in.ID)
+	owner, hook, err := s.writeWebhook(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -91,11 +83,7 @@ func (s *Server) redeliver(ctx context.Context, in *deliveryIDInput) (*deliveryO
 }
 
 func (s *Server) testWebhook(ctx context.Context, in *webhookIDInput) (*deliveryOutput, error) {
-	owner, err := s.webhookWriter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	hook, err := parseID("path.id", in.ID)
+	owner, hook, err := s.writeWebhook(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,16 @@ func (s *Server) webhookWriter(ctx context.Context) (uuid.UUID, error) {
 	return owner, nil
 }
 
+// writeWebhook is the caller and the webhook of a command on it, with the
+// database that command needs.
+func (s *Server) writeWebhook(ctx context.Context, rawID string) (owner, id uuid.UUID, err error) {
+	if owner, err = s.webhookWriter(ctx); err != nil {
+		return
+	}
+	id, err = parseID("path.id", rawID)
+	return
+}
+
 // checkWebhookURL refuses a destination the deliveries may not go to.
 func (s *Server) checkWebhookURL(raw string) error {
 	p := netguard.Policy{AllowPrivate: s.cfg.WebhookAllowPrivate, RequireHTTPS: !s.cfg.WebhookAllowPrivate, Switch: webhooks.AllowPrivateEnv}
@@ -192,11 +202,7 @@ func (s *Server) listWebhooks(ctx context.Context, _ *struct{}) (*webhookListOut
 }
 
 func (s *Server) getWebhook(ctx context.Context, in *webhookIDInput) (*webhookOutput, error) {
-	owner, err := s.reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseID("path.id", in.ID)
+	owner, id, err := s.readOwned(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +214,7 @@ func (s *Server) getWebhook(ctx context.Context, in *webhookIDInput) (*webhookOu
 }
 
 func (s *Server) updateWebhook(ctx context.Context, in *updateWebhookInput) (*webhookOutput, error) {
-	owner, err := s.webhookWriter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseID("path.id", in.ID)
+	owner, id, err := s.writeWebhook(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -240,11 +242,7 @@ func (s *Server) updateWebhook(ctx context.Context, in *updateWebhookInput) (*we
 }
 
 func (s *Server) deleteWebhook(ctx context.Context, in *webhookIDInput) (*struct{}, error) {
-	owner, err := s.webhookWriter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseID("path.id", in.ID)
+	owner, id, err := s.writeWebhook(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -259,11 +257,7 @@ func (s *Server) deleteWebhook(ctx context.Context, in *webhookIDInput) (*struct
 }
 
 func (s *Server) rotateWebhook(ctx context.Context, in *rotateWebhookInput) (*webhookSecretOutput, error) {
-	owner, err := s.webhookWriter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseID("path.id", in.ID)
+	owner, id, err := s.writeWebhook(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -90,4 +91,20 @@ func Verify(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}
 	return nil
+}
+
+// BucketReplicas returns the replicas of the sidecar events' stream, which
+// the key-value buckets of the relays and the runners follow: on a cluster
+// they must survive the loss of a node as the streams do, or a component
+// stops with the node holding its leases. Before the streams exist it is 0,
+// the server's default.
+func BucketReplicas(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, StreamSidecarEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bus: replicas of %s: %w", StreamSidecarEvents, err)
+	}
+	return s.CachedInfo().Config.Replicas, nil
 }

@@ -149,3 +149,18 @@ func edit(t *testing.T, fsys fstest.MapFS, path string, change func(map[string]a
 	require.NoError(t, err)
 	fsys[path] = &fstest.MapFile{Data: b}
 }
+
+func TestBucketReplicasFollowTheSidecarEventsStream(t *testing.T) {
+	t.Parallel()
+	_, js, _ := bustest.Server(t)
+	ctx := context.Background()
+
+	got, err := bus.BucketReplicas(ctx, js)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got, "a single server's streams have one replica")
+
+	require.NoError(t, js.DeleteStream(ctx, bus.StreamSidecarEvents))
+	got, err = bus.BucketReplicas(ctx, js)
+	require.NoError(t, err)
+	assert.Equal(t, 0, got, "before the streams exist the buckets take the server's default")
+}

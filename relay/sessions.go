@@ -40,7 +40,7 @@ func SessionsKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue
 		// Updating the bucket again would turn atomic batches off.
 		return kv, nil
 	}
-	replicas, err := bucketReplicas(ctx, js)
+	replicas, err := bus.BucketReplicas(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func sessionSubject(sessionID string) string { return "$KV." + SessionsBucket + 
 // membersKV creates or opens the relay_members bucket, where each live relay
 // keeps a heartbeat key that expires after ttl.
 func membersKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
-	replicas, err := bucketReplicas(ctx, js)
+	replicas, err := bus.BucketReplicas(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -99,21 +99,6 @@ func membersKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (
 		return nil, fmt.Errorf("relay: bucket %s: %w", MembersBucket, err)
 	}
 	return kv, nil
-}
-
-// bucketReplicas returns the replicas of the raw events stream, for the
-// relay's buckets: on a cluster they must survive the loss of a node as the
-// streams do, or the relay stops with the node holding its leases. Before
-// the streams exist it is 0, the server's default.
-func bucketReplicas(ctx context.Context, js jetstream.JetStream) (int, error) {
-	s, err := js.Stream(ctx, bus.StreamSidecarEvents)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("relay: replicas of %s: %w", bus.StreamSidecarEvents, err)
-	}
-	return s.CachedInfo().Config.Replicas, nil
 }
 
 // Activate marks a session as one to relay; whoever allocates a session calls

@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentbus/agentbus/internal/uptest"
 )
 
 // The working directory after each turn of the files scenario.
@@ -17,26 +19,6 @@ var filesAfterTurn = map[int]map[string]string{
 	1: {"README.md": "# Project\n\nturn one\n", "src/main.go": "package main\n\nfunc main() {}\n"},
 	2: {"README.md": "# Project\n\nturn two\n", "src/main.go": "package main\n\nfunc main() {}\n", "pkg/util.go": "package pkg\n"},
 	3: {"README.md": "# Project\n\nturn three\n", "pkg/util.go": "package pkg\n", "cmd/app.go": "package main\n"},
-}
-
-// dirFiles returns the files under dir and their contents.
-func dirFiles(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		raw, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(raw)
-		return err
-	})
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	return out
 }
 
 type checkpointItem struct {
@@ -63,8 +45,8 @@ func (u *upUnderTest) checkpoints(id string) []checkpointItem {
 // waitFiles waits until dir holds exactly want.
 func (u *upUnderTest) waitFiles(dir string, want map[string]string, what string) {
 	u.t.Helper()
-	require.Eventually(u.t, func() bool { return assert.ObjectsAreEqual(want, dirFiles(u.t, dir)) }, 2*wait, 50*time.Millisecond,
-		"%s: %s holds %v", what, dir, dirFiles(u.t, dir))
+	require.Eventually(u.t, func() bool { return assert.ObjectsAreEqual(want, uptest.DirFiles(u.t, dir)) }, 2*wait, 50*time.Millisecond,
+		"%s: %s holds %v", what, dir, uptest.DirFiles(u.t, dir))
 }
 
 type sessionWithDir struct {
@@ -109,8 +91,8 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		assert.Equal(t, 1, fork.ForkedFrom.Checkpoint)
 		assert.NotEqual(t, dir, fork.WorkingDirectory, "a new directory")
 		u.waitStatus(fork.ID, "Idle")
-		assert.Equal(t, filesAfterTurn[1], dirFiles(t, fork.WorkingDirectory))
-		assert.Equal(t, filesAfterTurn[3], dirFiles(t, dir), "the parent is untouched")
+		assert.Equal(t, filesAfterTurn[1], uptest.DirFiles(t, fork.WorkingDirectory))
+		assert.Equal(t, filesAfterTurn[3], uptest.DirFiles(t, dir), "the parent is untouched")
 		require.Eventually(t, func() bool {
 			f := u.checkpoints(fork.ID)
 			return len(f) == 1 && f[0].Turn == 1 && f[0].Tree == cps[0].Tree
@@ -123,7 +105,7 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		u.waitFiles(fork.WorkingDirectory, filesAfterTurn[3], "the fork after its own turns two and three")
 		assert.Contains(t, u.Activity(fork.ID), "Added a package (turn two).")
 		assert.NotContains(t, u.Activity(fork.ID), "Created the project (turn one).", "turn one is not played again")
-		assert.Equal(t, filesAfterTurn[3], dirFiles(t, dir), "the parent is untouched")
+		assert.Equal(t, filesAfterTurn[3], uptest.DirFiles(t, dir), "the parent is untouched")
 		assert.Len(t, u.checkpoints(id), 3, "the parent's checkpoints are its own")
 	})
 
@@ -173,7 +155,7 @@ func TestForkAndRewindGoBackToATurnsFilesAndConversation(t *testing.T) {
 		u.waitStatus(fork, "Idle")
 		var s sessionWithDir
 		u.Must(http.MethodGet, "/api/agents/sessions/"+fork, nil, &s)
-		assert.Equal(t, filesAfterTurn[1], dirFiles(t, s.WorkingDirectory))
+		assert.Equal(t, filesAfterTurn[1], uptest.DirFiles(t, s.WorkingDirectory))
 
 		c.must("sessions", "rewind", id, "1")
 		u.waitFiles(dir, filesAfterTurn[1], "after the rewind to turn 1")

@@ -7,13 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
 
@@ -21,9 +19,7 @@ import (
 // pool, directories and sessions.
 func (u *upUnderTest) newUser(t *testing.T) *uptest.Client {
 	t.Helper()
-	token, err := api.NewToken(runtimeSecret, uuid.NewString(), time.Hour)
-	require.NoError(t, err)
-	return &uptest.Client{T: t, Base: u.base, Token: token, Redis: u.redis, Wait: 2 * wait}
+	return u.As(t, runtimeSecret, uuid.NewString())
 }
 
 // suite starts the scenario of two-second tool calls and waits for its
@@ -190,16 +186,9 @@ func TestEveryFlowWithTheScriptEngine(t *testing.T) {
 		},
 		"Close": func(t *testing.T) {
 			f := u.newUser(t)
-			// A session is Idle with nothing to review when its turn was cut
-			// short: here by a sidecar crash, after which it is started again.
 			id := f.Start("Run the suite [scenario:long]", nil)
 			f.WaitActivity(id, "integration")
-			require.NoError(t, syscall.Kill(f.SidecarPID(id), syscall.SIGKILL))
-			f.WaitFor(id, "Idle without review", func(s uptest.Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
-			pid := f.SidecarPID(id)
-			f.Post(id, "close", nil)
-			f.WaitStatus(id, "Completed")
-			f.WaitGone(pid)
+			f.CloseAfterCrash(id)
 		},
 		"Context exhausted, handed off": func(t *testing.T) {
 			f := u.newUser(t)

@@ -78,10 +78,10 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		// write (see HandleBatch).
 		BatchHandler: w.HandleBatch,
 		// Many sessions in flight at once make the recorder's writes
-		// large; a busy session's lane holds its next events without
-		// holding up the other sessions': room for about a second of a
-		// fast session's events, so the fetching does not stop at a full
-		// lane while writes are slow.
+		// large. A busy session's next events wait in its lane, which
+		// never fills, without holding up the other sessions'; one write
+		// takes up to LaneBuffer of them behind the first: about a second
+		// of a fast session's events.
 		Concurrency: 256,
 		LaneBuffer:  64,
 		OrderKey:    bus.BySidecarSession,

@@ -8,13 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentbus/agentbus/api"
 )
 
 // Probe is what an agent tries against the deployment that runs it, as one
@@ -166,9 +163,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func (c *Client) OtherOwnerSession(secret, workspace, content string) (sessionID, file string) {
 	c.T.Helper()
 	owner := uuid.NewString()
-	token, err := api.NewToken(secret, owner, time.Hour)
-	require.NoError(c.T, err)
-	other := &Client{T: c.T, Base: c.Base, Token: token, Redis: c.Redis, Wait: c.Wait}
+	other := c.As(c.T, secret, owner)
 	var started struct {
 		Session Session `json:"session"`
 	}

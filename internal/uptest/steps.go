@@ -82,6 +82,20 @@ func (c *Client) NewSidecarPID(id string, pid int) int {
 	return next
 }
 
+// CloseAfterCrash is the Close flow once the session's turn runs: its
+// sidecar is killed, which cuts the turn short and leaves the session Idle
+// with nothing to review; closing it then completes it and stops the
+// sidecar it was started again in.
+func (c *Client) CloseAfterCrash(id string) {
+	c.T.Helper()
+	require.NoError(c.T, syscall.Kill(c.SidecarPID(id), syscall.SIGKILL))
+	c.WaitFor(id, "Idle without review", func(s Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
+	pid := c.SidecarPID(id)
+	c.Post(id, "close", nil)
+	c.WaitStatus(id, "Completed")
+	c.WaitGone(pid)
+}
+
 // WaitGone waits until the process of pid is gone.
 func (c *Client) WaitGone(pid int) {
 	c.T.Helper()

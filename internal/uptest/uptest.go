@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/credentials"
 )
 
@@ -30,6 +32,15 @@ type Client struct {
 	// Wait bounds every wait for the system; generous, since the race
 	// detector and real processes share two cores.
 	Wait time.Duration
+}
+
+// As is a client of the same deployment for the test t, signed in as
+// owner with a token that secret signs.
+func (c *Client) As(t testing.TB, secret, owner string) *Client {
+	t.Helper()
+	token, err := api.NewToken(secret, owner, time.Hour)
+	require.NoError(t, err)
+	return &Client{T: t, Base: c.Base, Token: token, Redis: c.Redis, Wait: c.Wait}
 }
 
 // Session is what the tests read of a session.
@@ -215,4 +226,25 @@ func RedisOf(t testing.TB, dataDir string, poolSize int) *redis.Client {
 	client := redis.NewClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
 	return client
+}
+
+// DirFiles returns the files under dir and their contents; none when dir
+// is not there.
+func DirFiles(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		raw, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(raw)
+		return err
+	})
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return out
 }

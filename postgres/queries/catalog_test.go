@@ -33,6 +33,19 @@ func inTx(t *testing.T, db *pgxpool.Pool, fn func(ctx context.Context, tx pgx.Tx
 	require.NoError(t, pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 }
 
+// addAll stores items with add, all in one transaction.
+func addAll[T any](t *testing.T, db *pgxpool.Pool, add func(context.Context, pgx.Tx, T) error, items ...T) {
+	t.Helper()
+	inTx(t, db, func(ctx context.Context, tx pgx.Tx) error {
+		for _, item := range items {
+			if err := add(ctx, tx, item); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // spentSession stores a running session of owner named name that spent cost.
 func spentSession(t *testing.T, db *pgxpool.Pool, owner uuid.UUID, name string, cost domain.USD, chain *uuid.UUID) *domain.AgentSession {
 	t.Helper()
@@ -48,7 +61,7 @@ func spentSession(t *testing.T, db *pgxpool.Pool, owner uuid.UUID, name string, 
 	require.NoError(t, s.UpdateMetrics(domain.MetricsUpdate{ModelID: "claude-sonnet-4-5", Cost: cost,
 		Tokens:        domain.TokenUsage{InputTokens: 100, OutputTokens: 10},
 		ContextWindow: domain.ContextWindowSnapshot{InputTokens: 100, ModelContextLimit: 200000, RecordedAt: c0}}, c0))
-	inTx(t, db, func(ctx context.Context, tx pgx.Tx) error { return postgres.Sessions{}.Add(ctx, tx, s) })
+	addAll(t, db, postgres.Sessions{}.Add, s)
 	return s
 }
 
@@ -96,12 +109,7 @@ func TestChainsListAndDetail(t *testing.T) {
 	theirs := spentSession(t, db, uuid.New(), "Theirs", domain.Dollars(1), nil)
 	theirChain, err := domain.NewSessionChain(uuid.New(), theirs.OwnerID(), "Not yours", theirs.ID(), c0)
 	require.NoError(t, err)
-	inTx(t, db, func(ctx context.Context, tx pgx.Tx) error {
-		if err := (postgres.Chains{}).Add(ctx, tx, cancelled); err != nil {
-			return err
-		}
-		return postgres.Chains{}.Add(ctx, tx, theirChain)
-	})
+	addAll(t, db, postgres.Chains{}.Add, cancelled, theirChain)
 
 	page, err := store.ListChains(ctx, queries.ListChainsParams{Owner: owner})
 	require.NoError(t, err)
@@ -164,14 +172,7 @@ func TestSkillsListDetailAndPills(t *testing.T) {
 	}
 	require.NoError(t, sql.DismissMemoryPill(pills[1], c0.Add(time.Hour)))
 	theirs := newSkill(uuid.New(), "Theirs")
-	inTx(t, db, func(ctx context.Context, tx pgx.Tx) error {
-		for _, sk := range []*domain.AgentSkill{sql, golang, retired, theirs} {
-			if err := (postgres.Skills{}).Add(ctx, tx, sk); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	addAll(t, db, postgres.Skills{}.Add, sql, golang, retired, theirs)
 
 	page, err := store.ListSkills(ctx, queries.ListSkillsParams{Owner: owner})
 	require.NoError(t, err)
@@ -224,14 +225,7 @@ func TestTemplatesListAndDetail(t *testing.T) {
 	triage, review := newTemplate(owner, "Triage"), newTemplate(owner, "Review")
 	require.NoError(t, review.Deactivate(c0.Add(time.Minute)))
 	theirs := newTemplate(uuid.New(), "Theirs")
-	inTx(t, db, func(ctx context.Context, tx pgx.Tx) error {
-		for _, tmpl := range []*domain.AgentTemplate{triage, review, theirs} {
-			if err := (postgres.Templates{}).Add(ctx, tx, tmpl); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	addAll(t, db, postgres.Templates{}.Add, triage, review, theirs)
 
 	page, err := store.ListTemplates(ctx, queries.ListTemplatesParams{Owner: owner})
 	require.NoError(t, err)

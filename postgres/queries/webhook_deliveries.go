@@ -3,7 +3,6 @@ package queries
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,22 +46,9 @@ func (s *Store) WebhookDeliveries(ctx context.Context, owner, webhookID uuid.UUI
 	if _, err := s.Webhook(ctx, owner, webhookID); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, "SELECT "+deliveryColumns+` FROM webhook_deliveries d
+	return queryAll(ctx, s.db, "webhook deliveries", scanDelivery, "SELECT "+deliveryColumns+` FROM webhook_deliveries d
 		WHERE d.webhook_id = $1 AND ($2 = '' OR d.status = $2)
 		ORDER BY d.enqueued_at DESC, d.stream_seq DESC LIMIT $3`, webhookID, status, limit)
-	if err != nil {
-		return nil, fmt.Errorf("queries: webhook deliveries: %w", err)
-	}
-	defer rows.Close()
-	out := []WebhookDelivery{}
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
 }
 
 // WebhookDelivery returns one delivery of the owner's webhook.

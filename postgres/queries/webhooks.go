@@ -40,20 +40,18 @@ func scanWebhook(row pgx.Row) (Webhook, error) {
 
 // Webhooks returns the owner's webhooks, oldest first.
 func (s *Store) Webhooks(ctx context.Context, owner uuid.UUID) ([]Webhook, error) {
-	rows, err := s.db.Query(ctx, "SELECT "+webhookColumns+" FROM webhooks WHERE owner_id = $1 ORDER BY created_at, id", owner)
+	return queryAll(ctx, s.db, "webhooks", scanWebhook,
+		"SELECT "+webhookColumns+" FROM webhooks WHERE owner_id = $1 ORDER BY created_at, id", owner)
+}
+
+// queryAll runs the query sql, named what in its error, and reads each of
+// its rows with scan; no row is an empty list.
+func queryAll[T any](ctx context.Context, db DB, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("queries: webhooks: %w", err)
+		return nil, fmt.Errorf("queries: %s: %w", what, err)
 	}
-	defer rows.Close()
-	out := []Webhook{}
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
 }
 
 // Webhook returns the owner's webhook; another owner's is not found.

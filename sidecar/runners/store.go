@@ -98,7 +98,7 @@ func Open(ctx context.Context, js jetstream.JetStream, ttl time.Duration) (*Stor
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	replicas, err := replicasOf(ctx, js)
+	replicas, err := bus.BucketReplicas(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -132,19 +132,6 @@ func bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueC
 		return nil, fmt.Errorf("runners: bucket %s: %w", cfg.Bucket, err)
 	}
 	return kv, nil
-}
-
-// replicasOf returns the replicas of the sidecar events' stream, which the
-// buckets follow: 3 on a cluster, 1 alone.
-func replicasOf(ctx context.Context, js jetstream.JetStream) (int, error) {
-	s, err := js.Stream(ctx, bus.StreamSidecarEvents)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 1, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("runners: replicas of %s: %w", bus.StreamSidecarEvents, err)
-	}
-	return s.CachedInfo().Config.Replicas, nil
 }
 
 // Renew writes the runner's lease.

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/internal/uptest"
 )
 
@@ -69,10 +68,7 @@ type flow struct {
 
 func newFlow(t *testing.T, u *upProcess, w *world, script ...reply) *flow {
 	t.Helper()
-	token, err := api.NewToken(upSecret, uuid.NewString(), time.Hour)
-	require.NoError(t, err)
-	f := &flow{Client: &uptest.Client{T: t, Base: u.base, Token: token, Redis: u.redis, Wait: 2 * wait},
-		model: w.model, marker: "[flow " + uuid.NewString()[:8] + "]"}
+	f := &flow{Client: u.As(t, upSecret, uuid.NewString()), model: w.model, marker: "[flow " + uuid.NewString()[:8] + "]"}
 	w.model.route(t, f.marker, script...)
 	return f
 }
@@ -295,17 +291,10 @@ func TestEveryFlowWithTheClaudeEngine(t *testing.T) {
 			f.done()
 		},
 		"Close": func(t *testing.T) {
-			// A session is Idle with nothing to review when its turn was cut
-			// short: here by a sidecar crash, after which it is started again.
 			f := newFlow(t, u, w, sleep("toolu_wait", "timeout 60 tail -f /dev/null"))
 			id := f.start("Wait.", nil)
 			f.WaitActivity(id, "tail -f /dev/null")
-			require.NoError(t, syscall.Kill(f.SidecarPID(id), syscall.SIGKILL))
-			f.WaitFor(id, "Idle without review", func(s uptest.Session) bool { return s.Status == "Idle" && !s.HasPendingReview })
-			pid := f.SidecarPID(id)
-			f.Post(id, "close", nil)
-			f.WaitStatus(id, "Completed")
-			f.WaitGone(pid)
+			f.CloseAfterCrash(id)
 		},
 		"Context exhausted, handed off": func(t *testing.T) {
 			f := newFlow(t, u, w, reply{inputTokens: 210000, blocks: []block{text("I have read the whole legacy package.")}})

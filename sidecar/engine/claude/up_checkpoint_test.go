@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentbus/agentbus/internal/uptest"
 	"github.com/agentbus/agentbus/sidecar/checkpoint"
 	"github.com/agentbus/agentbus/sidecar/protocol"
 )
@@ -43,23 +43,6 @@ func filesTurn(n int) []reply {
 		{match: userSaid(turnAsk[n]), blocks: []block{toolUse(id, "Bash", bash(turnCommand[n]))}},
 		{match: toolResultIs(id, "done", false), blocks: []block{text(turnAnswer[n])}},
 	}
-}
-
-// dirFiles returns the files under dir and their contents.
-func dirFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		raw, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(raw)
-		return err
-	})
-	require.NoError(t, err)
-	return out
 }
 
 // conversation is a request's messages as the test compares them: each
@@ -122,7 +105,7 @@ func TestClaudeForkAndRewindGoBackToATurnsFilesAndConversationThroughUp(t *testi
 		firstOfTurn[n] = len(w.model.mainRequests())
 		u.FollowUp(id, turnAsk[n], "Queued")
 	}
-	assert.Equal(t, filesAfterTurn[3], dirFiles(t, dir))
+	assert.Equal(t, filesAfterTurn[3], uptest.DirFiles(t, dir))
 	var cps []checkpointItem
 	require.Eventually(t, func() bool { cps = checkpoints(u, id); return len(cps) == 3 }, wait, 50*time.Millisecond, "three checkpoints")
 	parentEnd := conversation(w.model.mainRequests()[len(w.model.mainRequests())-1])
@@ -137,20 +120,20 @@ func TestClaudeForkAndRewindGoBackToATurnsFilesAndConversationThroughUp(t *testi
 		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/fork", map[string]any{"checkpoint": 1}, &started)
 		fork := started.Session
 		u.WaitStatus(fork.ID, "Idle")
-		assert.Equal(t, filesAfterTurn[1], dirFiles(t, fork.WorkingDirectory))
+		assert.Equal(t, filesAfterTurn[1], uptest.DirFiles(t, fork.WorkingDirectory))
 		asked := len(w.model.mainRequests())
 		u.FollowUp(fork.ID, "Which turn is this?", "Queued")
 		reqs := w.model.mainRequests()
 		require.Greater(t, len(reqs), asked)
 		assert.Equal(t, before(t, reqs[firstOfTurn[2]]), before(t, reqs[asked]),
 			"the fork's first request carries the conversation up to turn 1, no more, no less")
-		assert.Equal(t, filesAfterTurn[3], dirFiles(t, dir), "the parent's files are untouched")
+		assert.Equal(t, filesAfterTurn[3], uptest.DirFiles(t, dir), "the parent's files are untouched")
 		assert.Len(t, checkpoints(u, id), 3, "the parent's checkpoints are its own")
 	})
 
 	t.Run("a rewind to turn 2 restores its files and exactly its conversation", func(t *testing.T) {
 		u.Must(http.MethodPost, "/api/agents/sessions/"+id+"/rewind", map[string]any{"checkpoint": 2}, nil)
-		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(filesAfterTurn[2], dirFiles(t, dir)) },
+		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(filesAfterTurn[2], uptest.DirFiles(t, dir)) },
 			wait, 50*time.Millisecond, "the files after the rewind")
 		require.Eventually(t, func() bool { return len(checkpoints(u, id)) == 4 }, wait, 50*time.Millisecond,
 			"the restored state is a checkpoint")
