@@ -205,6 +205,20 @@ func ProcessesNaming(s string) []int {
 	return pids
 }
 
+// ProcessesNamingIn returns the processes of ProcessesNaming(s) that work
+// in dir or below it: those of one deployment, when other tests run the
+// same programs at the same time.
+func ProcessesNamingIn(s, dir string) []int {
+	var pids []int
+	for _, pid := range ProcessesNaming(s) {
+		cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // Credentials reads the credentials.env that `agentbus up` wrote in its
 // data directory: the URLs, with their passwords, of its servers.
 func Credentials(t testing.TB, dataDir string) map[string]string {

@@ -3,9 +3,11 @@ package claude
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -217,8 +219,39 @@ func (s *session) Turn(ctx context.Context, in engine.Input) (engine.TurnResult,
 		s.mu.Unlock()
 		s.disarm()
 	}()
-	t := &turn{s: s, p: p, ctx: ctx, uuid: uuid.NewString(), open: map[string]call{}, results: map[string]bool{}}
-	return engine.TurnResult{}, t.run(text)
+	err = s.newTurn(ctx, p).run(text)
+	for tries := 1; tries <= maxResumeRetries && s.resumeRefused(err); tries++ {
+		s.log.Warn("claude found no conversation to resume although its file is there; starting it again",
+			"engine_session_id", s.id, "try", tries, "error", err)
+		p.kill()
+		if p, err = s.ensureProc(); err != nil {
+			return engine.TurnResult{}, err
+		}
+		err = s.newTurn(ctx, p).run(text)
+	}
+	return engine.TurnResult{}, err
+}
+
+func (s *session) newTurn(ctx context.Context, p *proc) *turn {
+	return &turn{s: s, p: p, ctx: ctx, uuid: uuid.NewString(), open: map[string]call{}, results: map[string]bool{}}
+}
+
+// maxResumeRetries bounds how often a turn starts the CLI again after it
+// refused to resume a conversation whose file is there.
+const maxResumeRetries = 2
+
+// resumeRefused reports whether err is the CLI refusing, before any
+// work, to resume a conversation whose file is in place. A CLI started
+// right after its predecessor stopped does so now and then, and the next
+// one resumes the same file; a conversation whose file is gone fails as
+// before.
+func (s *session) resumeRefused(err error) bool {
+	var f *engine.Failure
+	if !errors.As(err, &f) || !strings.Contains(f.Message, "No conversation found with session ID") {
+		return false
+	}
+	_, statErr := os.Stat(transcriptPath(s.env, s.config().WorkingDirectory, s.id))
+	return statErr == nil
 }
 
 // Reload restarts the CLI with the new config; the conversation goes on

@@ -78,6 +78,11 @@ func startUp(t *testing.T, w *world) *upProcess {
 	bin := agentbusBinary(t)
 	dataDir, err := testenv.TempDir("claude-up")
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logResumeState(t, dataDir)
+		}
+	})
 	port := func() int {
 		p, err := localserver.FreePort()
 		require.NoError(t, err)
@@ -101,6 +106,25 @@ func startUp(t *testing.T, w *world) *upProcess {
 	u.redis = uptest.RedisOf(t, dataDir, 0)
 	u.Client = &uptest.Client{T: t, Base: u.base, Token: u.token, Redis: u.redis, Wait: 2 * wait}
 	return u
+}
+
+// logResumeState logs the CLI's conversation files under up's data
+// directory dir and the sidecars' logs, so that a failed resume shows
+// what the CLI had to resume from and what the sidecar saw.
+func logResumeState(t *testing.T, dir string) {
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".jsonl") {
+			info, _ := d.Info()
+			b, _ := os.ReadFile(path)
+			t.Logf("transcript %s: %d bytes, %d lines, modified %s", path, info.Size(), bytes.Count(b, []byte("\n")), info.ModTime().Format(time.StampMilli))
+		}
+		return nil
+	})
+	logs, _ := filepath.Glob(filepath.Join(dir, "log", "sidecars", "*"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		t.Logf("sidecar log %s:\n%s", l, b)
+	}
 }
 
 func (u *upProcess) launch() {
@@ -197,7 +221,7 @@ func TestClaudeSessionLivesAcrossTurnsAndRestartsThroughUp(t *testing.T) {
 
 	u.stop()
 	assert.Empty(t, uptest.ProcessesNaming(id), "no sidecar of the session is left once up stopped")
-	assert.Empty(t, uptest.ProcessesNaming("--permission-prompt-tool"), "no CLI is left once up stopped")
+	assert.Empty(t, uptest.ProcessesNamingIn("--permission-prompt-tool", u.dataDir), "no CLI is left once up stopped")
 
 	u.launch()
 	require.Eventually(t, func() bool { p := u.sidecarPID(id); return p != 0 && p != first }, 2*wait, 50*time.Millisecond,
