@@ -120,7 +120,7 @@ func (r *runner) batchAttempt(base context.Context, items []batchItem, p *policy
 		for k, i := range again {
 			held[k] = items[i]
 		}
-		pause = r.outagePause(pause, errs[again[0]], len(held), held[0].log)
+		pause = r.outageWait(pause, errs[again[0]], len(held), held[0].log)
 		if !r.holdInProgress(r.stopping, msgsOf(held), p.ackDeadline(held[0].md.NumDelivered), pause) {
 			return errs
 		}

@@ -90,19 +90,19 @@ func (r *runner) attempt(base context.Context, m jetstream.Msg, md *jetstream.Ms
 		if !IsUnavailable(err) {
 			return err
 		}
-		pause = r.outagePause(pause, err, 1, log)
+		pause = r.outageWait(pause, err, 1, log)
 		if !r.holdInProgress(r.stopping, []jetstream.Msg{m}, p.ackDeadline(md.NumDelivered), pause) {
 			return err
 		}
 	}
 }
 
-// outagePause is the pause before running a handler again after it found
+// outageWait is the pause before running a handler again after it found
 // its servers unavailable, the pause before being before (zero at first).
 // The first one of a hold is logged as a warning, the rest for debugging:
 // an outage holds many messages at once.
-func (r *runner) outagePause(before time.Duration, err error, messages int, log *slog.Logger) time.Duration {
-	pause := nextOutagePause(before)
+func (r *runner) outageWait(before time.Duration, err error, messages int, log *slog.Logger) time.Duration {
+	pause := nextOutageWait(before)
 	level := slog.LevelDebug
 	if before == 0 {
 		level = slog.LevelWarn

@@ -82,11 +82,11 @@ func networkUnavailable(err error) bool {
 // unavailable: short at first, so a brief outage costs little, then
 // capped, so a long one does not flood the servers once they are back.
 const (
-	firstOutagePause = 250 * time.Millisecond
-	maxOutagePause   = 5 * time.Second
+	firstOutageWait = 250 * time.Millisecond
+	maxOutageWait   = 5 * time.Second
 )
 
-// nextOutagePause is the pause after the one before (zero at first).
-func nextOutagePause(before time.Duration) time.Duration {
-	return min(max(2*before, firstOutagePause), maxOutagePause)
+// nextOutageWait is the pause after the one before (zero at first).
+func nextOutageWait(before time.Duration) time.Duration {
+	return min(max(2*before, firstOutageWait), maxOutageWait)
 }

@@ -388,51 +388,63 @@ func TestUnansweredPermissionRequestIsDeniedWhenItsTimeoutPasses(t *testing.T) {
 // refusingFirstResume returns a CLI that, the first time it is asked to
 // resume a conversation, refuses as the real one now and then does right
 // after its predecessor stopped: it reads up to the user message, writes
-// the CLI's own error result and exits. Every other run is the real CLI.
-func refusingFirstResume(t *testing.T, real string) string {
+// the CLI's own error result and exits, first deleting the conversation's
+// file when lose is set. Every other run is the real CLI.
+func refusingFirstResume(t *testing.T, real string, lose bool) string {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "claude")
+	drop := ""
+	if lose {
+		drop = `find "$HOME/.claude/projects" -name '*.jsonl' -delete`
+	}
 	body := fmt.Sprintf(`#!/bin/sh
 case " $* " in *" --resume "*)
 	if [ ! -e %[1]q ]; then
 		: > %[1]q
 		while read -r line; do case "$line" in *'"type":"user"'*) break;; esac; done
+		%[3]s
 		echo '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"total_cost_usd":0,"errors":["No conversation found with session ID: the resumed one"]}'
 		exit 1
 	fi;;
 esac
 exec %[2]q "$@"
-`, filepath.Join(dir, "refused"), real)
+`, filepath.Join(dir, "refused"), real, drop)
 	require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
 	return script
 }
 
 func TestAResumeTheCLIRefusesIsTriedAgainWithTheSameConversation(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t,
-		reply{match: userSaid("Remember the word quince."), blocks: []block{text("Noted: quince.")}},
-		reply{match: all(userSaid("Which word was it?"), conversationHolds("Remember the word quince.", "Noted: quince.")),
-			blocks: []block{text("The word was quince.")}},
-	)
-	first := w.start(w.config("Remember the word quince."))
-	require.Equal(t, protocol.ReasonCompleted, first.waitEnd().Reason)
-	id := first.started().EngineSessionID
+	for name, lose := range map[string]bool{"its file there": false, "its file lost": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t,
+				reply{match: userSaid("Remember the word quince."), blocks: []block{text("Noted: quince.")}},
+				reply{match: all(userSaid("Which word was it?"), conversationHolds("Remember the word quince.", "Noted: quince.")),
+					blocks: []block{text("The word was quince.")}},
+			)
+			store := filepath.Join(t.TempDir(), "checkpoints.git")
+			cfg := w.config("Remember the word quince.")
+			cfg.CheckpointStore = store
+			first := w.start(cfg)
+			require.Equal(t, protocol.ReasonCompleted, first.waitEnd().Reason)
 
-	w.engine.Binary = refusingFirstResume(t, w.engine.Binary)
-	cfg := w.config("Remember the word quince.")
-	cfg.ResumeEngineSessionID = id
-	cfg.StayIdle = true
-	second := w.start(cfg)
-	second.waitType(protocol.EventTurnCompleted)
-	second.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{
-		MessageID: "a1b2c3d4-0000-4000-8000-000000000002", Content: "Which word was it?", Priority: protocol.PriorityQueued})
-	second.waitFor("the answer's turn", func(e protocol.Entry) bool {
-		return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
-	})
-	second.send(protocol.CommandStop, protocol.Stop{})
-	assert.Equal(t, protocol.ReasonStopped, second.waitEnd().Reason, "the refusal did not fail the session")
-	msgs := second.ofType(protocol.EventAssistantMessage)
-	require.Len(t, msgs, 1)
-	assert.Equal(t, "The word was quince.", decode[protocol.AssistantMessage](t, msgs[0]).Text)
-	assert.Zero(t, w.model.remaining())
+			w.engine.Binary = refusingFirstResume(t, w.engine.Binary, lose)
+			cfg.ResumeEngineSessionID = first.started().EngineSessionID
+			cfg.StayIdle = true
+			second := w.start(cfg)
+			second.waitType(protocol.EventTurnCompleted)
+			second.send(protocol.CommandSteeringMessage, protocol.SteeringMessage{
+				MessageID: "a1b2c3d4-0000-4000-8000-000000000002", Content: "Which word was it?", Priority: protocol.PriorityQueued})
+			second.waitFor("the answer's turn", func(e protocol.Entry) bool {
+				return e.Type == protocol.EventTurnCompleted && decode[protocol.TurnCompleted](t, e).Done
+			})
+			second.send(protocol.CommandStop, protocol.Stop{})
+			assert.Equal(t, protocol.ReasonStopped, second.waitEnd().Reason, "the refusal did not fail the session")
+			msgs := second.ofType(protocol.EventAssistantMessage)
+			require.Len(t, msgs, 1)
+			assert.Equal(t, "The word was quince.", decode[protocol.AssistantMessage](t, msgs[0]).Text)
+			assert.Zero(t, w.model.remaining())
+		})
+	}
 }

@@ -220,9 +220,13 @@ func (s *session) Turn(ctx context.Context, in engine.Input) (engine.TurnResult,
 		s.disarm()
 	}()
 	err = s.newTurn(ctx, p).run(text)
-	for tries := 1; tries <= maxResumeRetries && s.resumeRefused(err); tries++ {
-		s.log.Warn("claude found no conversation to resume although its file is there; starting it again",
-			"engine_session_id", s.id, "try", tries, "error", err)
+	for tries := 1; tries <= maxResumeRetries && resumeRefused(err); tries++ {
+		present, placeErr := s.restoreTranscript(ctx)
+		s.log.Warn("claude found no conversation to resume; starting it again",
+			"engine_session_id", s.id, "try", tries, "transcript_was_there", present, "error", err)
+		if placeErr != nil {
+			return engine.TurnResult{}, placeErr
+		}
 		p.kill()
 		if p, err = s.ensureProc(); err != nil {
 			return engine.TurnResult{}, err
@@ -237,21 +241,27 @@ func (s *session) newTurn(ctx context.Context, p *proc) *turn {
 }
 
 // maxResumeRetries bounds how often a turn starts the CLI again after it
-// refused to resume a conversation whose file is there.
+// found no conversation to resume.
 const maxResumeRetries = 2
 
-// resumeRefused reports whether err is the CLI refusing, before any
-// work, to resume a conversation whose file is in place. A CLI started
-// right after its predecessor stopped does so now and then, and the next
-// one resumes the same file; a conversation whose file is gone fails as
-// before.
-func (s *session) resumeRefused(err error) bool {
+// resumeRefused reports whether err is the CLI ending a turn, before any
+// work, because it found no conversation to resume. A CLI started right
+// after its predecessor stopped does so now and then; the next one
+// resumes the same conversation.
+func resumeRefused(err error) bool {
 	var f *engine.Failure
-	if !errors.As(err, &f) || !strings.Contains(f.Message, "No conversation found with session ID") {
-		return false
+	return errors.As(err, &f) && strings.Contains(f.Message, "No conversation found with session ID")
+}
+
+// restoreTranscript puts the checkpoint store's copy of the conversation
+// where the CLI resumes it from when its own file is gone, and reports
+// whether the file was there.
+func (s *session) restoreTranscript(ctx context.Context) (present bool, err error) {
+	cfg := s.config()
+	if _, statErr := os.Stat(transcriptPath(s.env, cfg.WorkingDirectory, s.id)); statErr == nil {
+		return true, nil
 	}
-	_, statErr := os.Stat(transcriptPath(s.env, s.config().WorkingDirectory, s.id))
-	return statErr == nil
+	return false, s.placeTranscript(ctx, cfg.WorkingDirectory, cfg.CheckpointStore, s.id)
 }
 
 // Reload restarts the CLI with the new config; the conversation goes on
