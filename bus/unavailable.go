@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 )
 
 // IsUnavailable reports whether err says a server the handler depends on
@@ -26,6 +27,7 @@ import (
 //     pgx says never reached the server, a timeout;
 //   - NATS: no responders (JetStream restarting), a timeout, a connection
 //     that is reconnecting or has no server, no reply from the stream;
+//   - Redis: a server still loading its data after a restart (LOADING);
 //   - the network under any client (Redis's too): a refused, reset or
 //     timed out connection, and one closed before its reply.
 //
@@ -40,7 +42,7 @@ func IsUnavailable(err error) bool {
 	if errors.As(err, &request) {
 		return false
 	}
-	return postgresUnavailable(err) || natsUnavailable(err) || networkUnavailable(err)
+	return postgresUnavailable(err) || natsUnavailable(err) || redis.IsLoadingError(err) || networkUnavailable(err)
 }
 
 func postgresUnavailable(err error) bool {

@@ -7,16 +7,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentbus/agentbus/bus"
+	"github.com/agentbus/agentbus/internal/localserver"
 )
 
 // closedPort is a loopback address nothing listens on.
@@ -66,4 +70,43 @@ func TestIsUnavailableTellsAnOutageFromAFailure(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, bus.IsUnavailable(tt.err), "%s: %v", tt.name, tt.err)
 	}
+}
+
+// TestARedisLoadingItsDataIsUnavailable restarts a real Redis that loads
+// its data slowly (key-load-delay, a setting Redis's own tests use) and
+// reads its answer while it loads: a relay or sidecar writing then is held,
+// not failed.
+func TestARedisLoadingItsDataIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	port, err := localserver.FreePort()
+	require.NoError(t, err)
+	start := func() *exec.Cmd {
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--appendonly", "yes", "--save", "", "--key-load-delay", "500")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	first := start()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+	defer c.Close()
+	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 30*time.Second, 20*time.Millisecond, "redis did not start")
+	require.NoError(t, c.Eval(ctx, "for i = 1, 20000 do redis.call('SET', 'k' .. i, 'v') end return 1", nil).Err())
+	_ = c.ShutdownSave(ctx).Err()
+	_ = first.Wait()
+
+	start()
+	var loading error
+	require.Eventually(t, func() bool {
+		err := c.Ping(ctx).Err()
+		if redis.IsLoadingError(err) {
+			loading = err
+			return true
+		}
+		return false
+	}, 30*time.Second, 5*time.Millisecond, "redis never answered LOADING")
+	assert.True(t, bus.IsUnavailable(fmt.Errorf("forward: %w", loading)), "%v", loading)
 }
