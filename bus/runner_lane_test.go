@@ -18,11 +18,10 @@ import (
 	"github.com/agentbus/agentbus/bus/bustest"
 )
 
-// TestALaneBufferKeepsOtherKeysMovingPastABusyOne holds the handler of key
-// "a" while a's next message and then b's arrive: with a lane buffer, a's
-// second message waits in a's lane and b's is handled; the held key keeps
-// its order once released.
-func TestALaneBufferKeepsOtherKeysMovingPastABusyOne(t *testing.T) {
+// TestOtherKeysMovePastABusyOne holds the handler of key "a" while a's
+// next message and then b's arrive: a's second message waits in a's lane
+// and b's is handled; the held key keeps its order once released.
+func TestOtherKeysMovePastABusyOne(t *testing.T) {
 	_, js, _ := bustest.Server(t)
 	const lanes = 4
 	// Two keys on different lanes, as the runner maps them.
